@@ -1,0 +1,79 @@
+// The contract between the workflow and its activities. Workflow code imports this module as types only.
+// Nothing here carries a secret: the API key and the stream URL come from the worker's configuration.
+import type { ErrorCode, History, ResetReason, StreamFilter } from '../protocol/codec.js';
+import type { QuarantineReason } from '../protocol/types.js';
+
+/** The committed checkpoint as the workflow keeps a copy of it (the database stays the authority). */
+export interface CheckpointSummary {
+  position: number | null;
+  token: string | null;
+  generation: number | null;
+  version: number;
+  filterHash: string | null;
+}
+
+/**
+ * How the next session starts. `resume` uses the saved token and the saved binding's exact filter;
+ * `rebind` the saved token with `filter`; the explicit starts only come from an operator decision or a
+ * consumer's explicit first start.
+ */
+export type StartDirective =
+  | { mode: 'resume' }
+  | { mode: 'rebind'; filter: StreamFilter }
+  | { mode: 'live_cut'; filter: StreamFilter }
+  | { mode: 'from_floor'; filter: StreamFilter };
+
+export interface ConsumeStreamInput {
+  consumerId: string;
+  subscriptionId: string;
+  start: StartDirective;
+  /** Stream this long, then return `lease_expired` at the next checkpoint boundary. */
+  leaseMs: number;
+  /** The workflow's copy; when the database is behind it, the activity fails loudly (restored backup or bug). */
+  expected: CheckpointSummary | null;
+}
+
+export interface StreamCounters {
+  sessions: number;
+  checkpointsCommitted: number;
+  eventsApplied: number;
+  duplicates: number;
+  acksSent: number;
+  lastHeadPosition: number | null;
+  lastCommitAt: string | null;
+}
+
+/** Small heartbeat details: never a batch, never a token body larger than needed, never the key. */
+export interface StreamHeartbeat {
+  position: number | null;
+  version: number;
+  generation: number | null;
+  headPosition: number | null;
+  counters: StreamCounters;
+}
+
+interface OutcomeBase {
+  committed: CheckpointSummary;
+  counters: StreamCounters;
+}
+
+/** Protocol stops are returned; transport failures and retryable server errors are thrown (Temporal retries). */
+export type ConsumeOutcome =
+  | (OutcomeBase & { kind: 'lease_expired' })
+  | (OutcomeBase & { kind: 'cancelled' })
+  /** A rebind (or explicit start) committed its first checkpoint at the new generation/binding. */
+  | (OutcomeBase & { kind: 'rebound'; generation: number })
+  | (OutcomeBase & { kind: 'reset_required'; reason: ResetReason; history: History; refusedToken: string })
+  | (OutcomeBase & { kind: 'cursor_mismatch'; message: string })
+  | (OutcomeBase & { kind: 'held_quarantine'; items: { eventId: string; reason: QuarantineReason; position: number; kind: string; entityId: string }[] })
+  /** Non-retryable server error or local protocol stop an operator must look at. */
+  | (OutcomeBase & { kind: 'failed'; code: ErrorCode | 'conflicting_event' | 'config'; message: string });
+
+export type GapDecision = 'from_floor' | 'live_cut' | 'abandon';
+export type BindingDecision = 'retry' | 'from_floor' | 'live_cut' | 'abandon';
+export type QuarantineDecision = 'release_terminal' | 'retry';
+
+export interface DecisionAudit {
+  actor: string;
+  reason: string;
+}

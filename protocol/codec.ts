@@ -1,0 +1,258 @@
+// The only module that knows the wire: every frame name and field name of PROTOCOL.md lives here.
+// Decoding turns a WebSocket text message into a typed frame or a WireError that names the frame type,
+// the field and the reason. A real provider schema with other spellings is dropped in here alone.
+import { z } from 'zod';
+
+export const PROTOCOL_NAME = 'whalehunt.stream/1';
+export const WIRE_VERSION = 1;
+export const DEFAULT_MAX_FRAME_BYTES = 1024 * 1024;
+
+export type WireErrorCode =
+  | 'binary_frame'
+  | 'frame_too_large'
+  | 'malformed_json'
+  | 'unknown_frame_type'
+  | 'invalid_frame';
+
+/** A frame that cannot be accepted. Never carries the frame's content (it may hold a secret). */
+export class WireError extends Error {
+  override readonly name = 'WireError';
+  constructor(
+    readonly code: WireErrorCode,
+    readonly frameType: string | undefined,
+    readonly field: string | undefined,
+    readonly reason: string,
+  ) {
+    super(`${code}${frameType ? ` in ${frameType} frame` : ''}${field ? ` at ${field}` : ''}: ${reason}`);
+  }
+}
+
+const positiveInt = z.number().int().positive();
+const nonNegativeInt = z.number().int().nonnegative();
+/** A decimal in plain notation: no exponent, no sign for our money fields. */
+const decimalString = z.string().regex(/^\d+(\.\d+)?$/, 'must be a non-negative decimal string such as "0.42"');
+const priceString = decimalString.refine((s) => Number(s) <= 1, 'price must be within 0..1');
+const nonEmpty = z.string().min(1);
+
+export const historySchema = z.object({ id: nonEmpty, floor: nonNegativeInt, head: nonNegativeInt });
+export const qualityStateSchema = z.enum(['ok', 'degraded', 'gap']);
+export const deliveryModeSchema = z.enum(['replay', 'live']);
+export const SUPPORTED_EVENT_KINDS = ['trade', 'correction'] as const;
+export type SupportedEventKind = (typeof SUPPORTED_EVENT_KINDS)[number];
+
+/** Data of a trade and of a correction (a correction carries the corrected values). */
+export const tradeDataSchema = z.object({
+  market: nonEmpty,
+  asset: nonEmpty,
+  side: z.enum(['BUY', 'SELL']),
+  price: priceString,
+  size: decimalString,
+  wallet: nonEmpty,
+  txHash: nonEmpty,
+});
+export type TradeData = z.infer<typeof tradeDataSchema>;
+
+// kind is any string at the wire level: an unsupported kind is not malformed, it is an event the reducer
+// cannot apply, and it must reach quarantine rather than vanish (PROTOCOL.md section 5).
+const wireEventSchema = z.object({
+  ordinal: positiveInt,
+  eventId: nonEmpty,
+  kind: nonEmpty,
+  entityId: nonEmpty,
+  revision: positiveInt,
+  observedAt: z.string(),
+  data: z.record(z.string(), z.unknown()),
+});
+
+const serverBase = { v: z.literal(WIRE_VERSION), frameSequence: positiveInt };
+
+const mappingSchema = z.object({ market: nonEmpty, outcome: nonEmpty });
+const qualityScopeSchema = z.object({ scope: nonEmpty, state: qualityStateSchema, lastPosition: nonNegativeInt });
+
+export const filterSchema = z
+  .object({
+    kinds: z.array(nonEmpty).optional(),
+    markets: z.array(nonEmpty).optional(),
+    wallets: z.array(nonEmpty).optional(),
+    minNotional: decimalString.optional(),
+  })
+  .strict();
+export type StreamFilter = z.infer<typeof filterSchema>;
+
+export const serverFrameSchema = z.discriminatedUnion('type', [
+  z.object({
+    ...serverBase,
+    type: z.literal('hello'),
+    protocol: z.string(),
+    connectionId: nonEmpty,
+    stream: nonEmpty,
+    history: historySchema,
+  }),
+  z.object({ ...serverBase, type: z.literal('authenticated'), principal: nonEmpty }),
+  z.object({
+    ...serverBase,
+    type: z.literal('subscribed'),
+    consumerId: nonEmpty,
+    subscriptionId: nonEmpty,
+    generation: positiveInt,
+    filterHash: z.string().regex(/^sha256:[0-9a-f]{64}$/),
+    startPosition: nonNegativeInt,
+    cut: z.object({ position: nonNegativeInt }),
+    mappings: z.record(z.string(), mappingSchema),
+    sourceQuality: z.object({ asOf: nonNegativeInt, scopes: z.array(qualityScopeSchema) }),
+  }),
+  z.object({
+    ...serverBase,
+    type: z.literal('batch'),
+    generation: positiveInt,
+    position: positiveInt,
+    deliveryMode: deliveryModeSchema,
+    sourceEventCount: positiveInt,
+    matchedEventCount: nonNegativeInt,
+    events: z.array(wireEventSchema),
+  }),
+  z.object({
+    ...serverBase,
+    type: z.literal('checkpoint'),
+    generation: positiveInt,
+    position: nonNegativeInt,
+    token: nonEmpty,
+    batchCount: nonNegativeInt,
+  }),
+  z.object({
+    ...serverBase,
+    type: z.literal('caught_up'),
+    generation: positiveInt,
+    cut: z.object({ position: nonNegativeInt }),
+  }),
+  z.object({
+    ...serverBase,
+    type: z.literal('quality'),
+    generation: positiveInt,
+    position: positiveInt,
+    scope: nonEmpty,
+    state: qualityStateSchema,
+    deliveryMode: deliveryModeSchema,
+  }),
+  z.object({
+    ...serverBase,
+    type: z.literal('reset_required'),
+    reason: z.enum(['cursor_expired', 'history_unavailable', 'history_rebuilt']),
+    token: z.string(),
+    history: historySchema,
+  }),
+  z.object({
+    ...serverBase,
+    type: z.literal('error'),
+    code: z.enum(['unauthorized', 'cursor_mismatch', 'overloaded', 'slow_consumer', 'stale_generation', 'protocol_violation']),
+    retryable: z.boolean(),
+    retryAfterMs: nonNegativeInt.optional(),
+    message: z.string(),
+  }),
+]);
+
+export type ServerFrame = z.infer<typeof serverFrameSchema>;
+export type ServerFrameOf<T extends ServerFrame['type']> = Extract<ServerFrame, { type: T }>;
+export type WireEvent = z.infer<typeof wireEventSchema>;
+export type History = z.infer<typeof historySchema>;
+export type QualityState = z.infer<typeof qualityStateSchema>;
+export type DeliveryMode = z.infer<typeof deliveryModeSchema>;
+export type ErrorCode = ServerFrameOf<'error'>['code'];
+export type ResetReason = ServerFrameOf<'reset_required'>['reason'];
+export type Mappings = ServerFrameOf<'subscribed'>['mappings'];
+export type QualityScope = z.infer<typeof qualityScopeSchema>;
+
+export const startSchema = z.discriminatedUnion('mode', [
+  z.object({ mode: z.literal('resume'), token: nonEmpty }),
+  z.object({ mode: z.literal('live_cut') }),
+  z.object({ mode: z.literal('from_floor') }),
+  z.object({ mode: z.literal('rebind'), token: nonEmpty }),
+]);
+export type StartRequest = z.infer<typeof startSchema>;
+
+const clientBase = { v: z.literal(WIRE_VERSION) };
+export const clientFrameSchema = z.discriminatedUnion('type', [
+  z.object({ ...clientBase, type: z.literal('authenticate'), apiKey: nonEmpty }),
+  z.object({
+    ...clientBase,
+    type: z.literal('subscribe'),
+    consumerId: nonEmpty,
+    subscriptionId: nonEmpty,
+    filter: filterSchema,
+    start: startSchema,
+  }),
+  z.object({
+    ...clientBase,
+    type: z.literal('ack'),
+    connectionId: nonEmpty,
+    generation: positiveInt,
+    position: nonNegativeInt,
+    token: nonEmpty,
+  }),
+]);
+export type ClientFrame = z.infer<typeof clientFrameSchema>;
+export type ClientFrameOf<T extends ClientFrame['type']> = Extract<ClientFrame, { type: T }>;
+
+/** A frame without the envelope fields the codec adds itself. */
+export type ClientFrameBody = ClientFrame extends infer F ? (F extends ClientFrame ? Omit<F, 'v'> : never) : never;
+export type ServerFrameBody = ServerFrame extends infer F ? (F extends ServerFrame ? Omit<F, 'v'> : never) : never;
+
+function parseWith<T>(schema: z.ZodType<T>, raw: unknown, side: 'server' | 'client'): T {
+  const frameType = typeof raw === 'object' && raw !== null && typeof (raw as { type?: unknown }).type === 'string'
+    ? (raw as { type: string }).type
+    : undefined;
+  const result = schema.safeParse(raw);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  if (issue && issue.path.length === 1 && issue.path[0] === 'type') {
+    throw new WireError('unknown_frame_type', frameType, 'type', `not a known ${side} frame type`);
+  }
+  const field = issue ? issue.path.map(String).join('.') : undefined;
+  throw new WireError('invalid_frame', frameType, field || undefined, issue?.message ?? 'does not match the schema');
+}
+
+function parseJsonText(data: unknown, isBinary: boolean, maxFrameBytes: number): unknown {
+  if (isBinary) throw new WireError('binary_frame', undefined, undefined, 'binary messages are not part of the protocol');
+  const text = typeof data === 'string' ? data : Buffer.isBuffer(data) ? data.toString('utf8') : String(data);
+  const size = Buffer.byteLength(text, 'utf8');
+  if (size > maxFrameBytes) {
+    throw new WireError('frame_too_large', undefined, undefined, `${size} bytes exceeds the limit of ${maxFrameBytes}`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new WireError('malformed_json', undefined, undefined, 'message is not valid JSON');
+  }
+}
+
+/** Decodes one server → client WebSocket message. Throws WireError. */
+export function decodeServerFrame(data: unknown, opts: { isBinary?: boolean; maxFrameBytes?: number } = {}): ServerFrame {
+  const raw = parseJsonText(data, opts.isBinary ?? false, opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES);
+  return parseWith(serverFrameSchema, raw, 'server');
+}
+
+/** Decodes one client → server WebSocket message (used by the reference server). Throws WireError. */
+export function decodeClientFrame(data: unknown, opts: { isBinary?: boolean; maxFrameBytes?: number } = {}): ClientFrame {
+  const raw = parseJsonText(data, opts.isBinary ?? false, opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES);
+  return parseWith(clientFrameSchema, raw, 'client');
+}
+
+export function encodeClientFrame(frame: ClientFrameBody): string {
+  return JSON.stringify({ v: WIRE_VERSION, ...frame });
+}
+
+export function encodeServerFrame(frame: ServerFrameBody): string {
+  return JSON.stringify({ v: WIRE_VERSION, ...frame });
+}
+
+/** Parses the data of a supported event kind; throws WireError naming the field when it is malformed. */
+export function parseTradeData(kind: SupportedEventKind, data: unknown): TradeData {
+  const result = tradeDataSchema.safeParse(data);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  throw new WireError('invalid_frame', 'batch', `events.data.${issue?.path.map(String).join('.') ?? ''}`, `${kind}: ${issue?.message ?? 'invalid'}`);
+}
+
+export function isSupportedKind(kind: string): kind is SupportedEventKind {
+  return (SUPPORTED_EVENT_KINDS as readonly string[]).includes(kind);
+}

@@ -1,0 +1,89 @@
+// Internal types shared by the rooms. They are the codec's output shapes, not wire frames: the database,
+// the reducer and the workflows depend on these, never on the wire spelling.
+import type { Mappings, QualityState, StartRequest, StreamFilter } from './codec.js';
+
+/** The subscription binding the token belongs to. Saved with every commit. */
+export interface Binding {
+  consumerId: string;
+  subscriptionId: string;
+  stream: string;
+  historyId: string;
+  filter: StreamFilter;
+  filterHash: string;
+  generation: number;
+  mappings: Mappings;
+}
+
+/** One source event, validated and staged in journal order (position, ordinal). */
+export interface StagedEvent {
+  position: number;
+  ordinal: number;
+  eventId: string;
+  /** The wire kind as received; an unsupported kind is staged and then quarantined, never dropped. */
+  kind: string;
+  entityId: string;
+  revision: number;
+  observedAt: string;
+  data: Record<string, unknown>;
+  /** eventContentHash(event, position) */
+  contentHash: string;
+}
+
+/** A quality notice at a journal position; the cut snapshot contributes one per scope at its lastPosition. */
+export interface QualityNotice {
+  position: number;
+  scope: string;
+  state: QualityState;
+}
+
+export type QuarantineReason = 'unknown_correction_target' | 'unsupported_kind';
+export const QUARANTINE_REASONS: readonly QuarantineReason[] = ['unknown_correction_target', 'unsupported_kind'];
+
+export interface QuarantinePolicy {
+  /** Reasons recorded as terminal at once (the consumer goes on); every other reason is held. */
+  terminalReasons: readonly QuarantineReason[];
+}
+
+/** How the session that produced a plan was started. */
+export type StartMode = StartRequest['mode'];
+
+/** Everything one checkpoint commits, in one transaction (PROTOCOL.md section 5). */
+export interface CheckpointPlan {
+  consumerId: string;
+  /** What this attempt loaded: the commit is a compare-and-swap on both. */
+  fence: { leaseEpoch: number; version: number };
+  /** The start mode of the session; explicit starts (live_cut, from_floor) may move the position anywhere. */
+  startMode: StartMode;
+  binding: Binding;
+  checkpoint: {
+    position: number;
+    token: string;
+    generation: number;
+    cutPosition: number;
+    /** true once this checkpoint's position reached the session's cut */
+    cutReached: boolean;
+  };
+  /** Journal order. */
+  events: StagedEvent[];
+  /** Journal order; includes the cut snapshot's notices on the checkpoint that reaches the cut. */
+  qualityNotices: QualityNotice[];
+  quarantinePolicy: QuarantinePolicy;
+}
+
+/** The durable state a run resumes from. The database is the authority. */
+export interface CommittedState {
+  consumerId: string;
+  leaseEpoch: number;
+  version: number;
+  /** null until the first checkpoint commits */
+  position: number | null;
+  token: string | null;
+  generation: number | null;
+  binding: Binding | null;
+  cutPosition: number | null;
+  cutReached: boolean;
+  /** An explicit start recorded by an operator decision and not yet consumed by a commit. */
+  pendingStart: 'live_cut' | 'from_floor' | null;
+  abandoned: boolean;
+  updatedAt: string | null;
+}

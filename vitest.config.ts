@@ -1,0 +1,26 @@
+import { defineConfig } from 'vitest/config';
+
+// Three projects: pure logic (no services), real Postgres, and the full stack (Temporal dev server,
+// Postgres, the reference stream server). `vitest run --project unit` runs the fast part alone.
+export default defineConfig({
+  test: {
+    pool: 'forks',
+    restoreMocks: true,
+    projects: [
+      { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts', 'test/sim/**/*.test.ts'], testTimeout: 30_000 } },
+      { extends: true, test: { name: 'db', include: ['test/db/**/*.test.ts'], testTimeout: 60_000, hookTimeout: 60_000 } },
+      {
+        extends: true,
+        test: {
+          name: 'e2e',
+          include: ['test/e2e/**/*.test.ts'],
+          globalSetup: ['test/support/temporal-global-setup.ts'],
+          testTimeout: 180_000,
+          hookTimeout: 180_000,
+          // The Temporal dev server and worker processes are heavy on a 2-core machine.
+          fileParallelism: false,
+        },
+      },
+    ],
+  },
+});

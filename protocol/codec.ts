@@ -256,3 +256,49 @@ export function parseTradeData(kind: SupportedEventKind, data: unknown): TradeDa
 export function isSupportedKind(kind: string): kind is SupportedEventKind {
   return (SUPPORTED_EVENT_KINDS as readonly string[]).includes(kind);
 }
+
+// ---- Section 8: the paginated history source (HTTP). Added for the reference server and page readers. ----
+
+/** The WebSocket endpoint path and the page endpoint of a stream. */
+export const STREAM_PATH = '/v1/stream';
+export function pagePath(stream: string): string {
+  return `/v1/streams/${encodeURIComponent(stream)}/events`;
+}
+/** Query parameter names of the page endpoint; `filter` carries the filter as canonical JSON. */
+export const PAGE_QUERY = { cursor: 'cursor', limit: 'limit', filter: 'filter' } as const;
+
+const pageEventSchema = wireEventSchema.extend({ position: positiveInt });
+export type PageEvent = z.infer<typeof pageEventSchema>;
+
+/** 200: events in journal order (position, ordinal); `next` is the cursor to fetch next. */
+export const pageResponseSchema = z.object({
+  events: z.array(pageEventSchema),
+  next: nonEmpty,
+  history: historySchema,
+});
+export type PageResponse = z.infer<typeof pageResponseSchema>;
+
+/** 410: the cursor can no longer be served (same meaning as the stream's `reset_required`). */
+export const pageResetSchema = z.object({
+  reason: z.enum(['cursor_expired', 'history_unavailable', 'history_rebuilt']),
+  token: z.string(),
+  history: historySchema,
+});
+export type PageReset = z.infer<typeof pageResetSchema>;
+
+/** 4xx/5xx other than 410: `code` uses the stream's error codes. */
+export const pageErrorSchema = z.object({
+  code: z.enum(['unauthorized', 'cursor_mismatch', 'overloaded', 'slow_consumer', 'stale_generation', 'protocol_violation']),
+  message: z.string(),
+});
+export type PageError = z.infer<typeof pageErrorSchema>;
+
+export function decodePageResponse(raw: unknown): PageResponse {
+  return parseWith(pageResponseSchema, raw, 'server');
+}
+export function decodePageReset(raw: unknown): PageReset {
+  return parseWith(pageResetSchema, raw, 'server');
+}
+export function decodePageError(raw: unknown): PageError {
+  return parseWith(pageErrorSchema, raw, 'server');
+}

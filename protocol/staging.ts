@@ -1,0 +1,225 @@
+// Bounded staging of one session's batches and quality notices until their checkpoint commits
+// (PROTOCOL.md sections 3 and 5). Pure: the clock is injected. Staged items are kept in journal order
+// (position, ordinal) because the server delivers them that way and every frame is checked against the
+// previous one; observedAt is carried, never used for ordering.
+import { eventContentHash } from './canonical.js';
+import { isSupportedKind, parseTradeData, type ServerFrameOf } from './codec.js';
+import { ProtocolViolation } from './session-fence.js';
+import type { Binding, CheckpointPlan, QualityNotice, StagedEvent, StartMode } from './types.js';
+
+export interface StagingLimits {
+  maxEvents: number;
+  maxBytes: number;
+  maxAgeMs: number;
+}
+
+export type StagingBound = 'events' | 'bytes' | 'age';
+
+/** Staging outgrew a bound: disconnect, discard staging and resume from the committed checkpoint. */
+export class StagingBoundExceeded extends Error {
+  override readonly name = 'StagingBoundExceeded';
+  readonly code = 'staging_bound_exceeded' as const;
+  constructor(
+    readonly bound: StagingBound,
+    readonly limit: number,
+    readonly actual: number,
+  ) {
+    super(`staging bound exceeded: ${bound} ${actual} > limit ${limit}`);
+  }
+}
+
+export interface StagingContext {
+  binding: Binding;
+  startMode: StartMode;
+  /** Delivery covers positions above this (the subscribed frame's startPosition). */
+  startPosition: number;
+  cut: { position: number; snapshot: QualityNotice[] };
+  limits: StagingLimits;
+  now: () => number;
+}
+
+export type CheckpointCommitContext = Pick<CheckpointPlan, 'fence' | 'quarantinePolicy' | 'actions'>;
+
+export class StagingBuffer {
+  readonly #ctx: StagingContext;
+  #events: StagedEvent[] = [];
+  #notices: QualityNotice[] = [];
+  #bytes = 0;
+  #batches = 0;
+  #oldestAt: number | null = null;
+  /** Position of the last checkpoint handed to the commit (the start position before the first one). */
+  #checkpointPosition: number;
+  #lastBatchPosition: number | null = null;
+  #lastItemPosition: number;
+  #cutReached = false;
+
+  constructor(ctx: StagingContext) {
+    this.#ctx = ctx;
+    this.#checkpointPosition = ctx.startPosition;
+    this.#lastItemPosition = ctx.startPosition;
+  }
+
+  get generation(): number {
+    return this.#ctx.binding.generation;
+  }
+
+  get size(): { events: number; bytes: number; batches: number; notices: number } {
+    return { events: this.#events.length, bytes: this.#bytes, batches: this.#batches, notices: this.#notices.length };
+  }
+
+  get cutReached(): boolean {
+    return this.#cutReached;
+  }
+
+  /** Validates a batch and stages its events; throws ProtocolViolation, WireError or StagingBoundExceeded. */
+  stageBatch(frame: ServerFrameOf<'batch'>): void {
+    this.#checkGeneration('batch', frame.generation);
+    const floor = Math.max(this.#checkpointPosition, this.#lastBatchPosition ?? this.#checkpointPosition);
+    if (frame.position <= floor) {
+      throw new ProtocolViolation('position_order', 'batch', 'position', `${frame.position} is not above the previous batch/checkpoint position ${floor}`);
+    }
+    if (frame.position < this.#lastItemPosition) {
+      throw new ProtocolViolation('position_order', 'batch', 'position', `${frame.position} is below the last staged quality notice at ${this.#lastItemPosition}`);
+    }
+    if (frame.events.length !== frame.matchedEventCount) {
+      throw new ProtocolViolation('event_count', 'batch', 'matchedEventCount', `${frame.matchedEventCount} but ${frame.events.length} events delivered`);
+    }
+    if (frame.matchedEventCount > frame.sourceEventCount) {
+      throw new ProtocolViolation('event_count', 'batch', 'matchedEventCount', `${frame.matchedEventCount} exceeds sourceEventCount ${frame.sourceEventCount}`);
+    }
+    const staged: StagedEvent[] = [];
+    let bytes = 0;
+    let previousOrdinal = 0;
+    frame.events.forEach((event, index) => {
+      if (event.ordinal <= previousOrdinal || event.ordinal > frame.sourceEventCount) {
+        throw new ProtocolViolation(
+          'ordinal_order',
+          'batch',
+          `events.${index}.ordinal`,
+          `${event.ordinal} must be above ${previousOrdinal} and at most sourceEventCount ${frame.sourceEventCount}`,
+        );
+      }
+      previousOrdinal = event.ordinal;
+      // Supported kinds must carry well-formed data; an unsupported kind is staged for quarantine as is.
+      if (isSupportedKind(event.kind)) parseTradeData(event.kind, event.data);
+      bytes += approximateBytes(event);
+      staged.push({
+        position: frame.position,
+        ordinal: event.ordinal,
+        eventId: event.eventId,
+        kind: event.kind,
+        entityId: event.entityId,
+        revision: event.revision,
+        observedAt: event.observedAt,
+        data: event.data,
+        contentHash: eventContentHash(event, frame.position),
+      });
+    });
+    this.#checkBounds(this.#events.length + staged.length, this.#bytes + bytes);
+    this.#events.push(...staged);
+    this.#bytes += bytes;
+    this.#batches += 1;
+    this.#lastBatchPosition = frame.position;
+    this.#lastItemPosition = frame.position;
+    this.#oldestAt ??= this.#ctx.now();
+  }
+
+  /** Stages a quality notice at its journal position. */
+  stageQuality(frame: ServerFrameOf<'quality'>): void {
+    this.#checkGeneration('quality', frame.generation);
+    if (frame.position <= this.#checkpointPosition || frame.position < this.#lastItemPosition) {
+      throw new ProtocolViolation(
+        'position_order',
+        'quality',
+        'position',
+        `${frame.position} is behind the journal (checkpoint ${this.#checkpointPosition}, last staged ${this.#lastItemPosition})`,
+      );
+    }
+    this.#checkBounds(this.#events.length, this.#bytes);
+    this.#notices.push({ position: frame.position, scope: frame.scope, state: frame.state });
+    this.#lastItemPosition = frame.position;
+    this.#oldestAt ??= this.#ctx.now();
+  }
+
+  /** Throws StagingBoundExceeded when the oldest staged item has waited longer than maxAgeMs. */
+  checkAge(): void {
+    if (this.#oldestAt === null) return;
+    const age = this.#ctx.now() - this.#oldestAt;
+    if (age > this.#ctx.limits.maxAgeMs) throw new StagingBoundExceeded('age', this.#ctx.limits.maxAgeMs, age);
+  }
+
+  /**
+   * Validates a checkpoint and hands everything staged since the previous one to the commit as a plan.
+   * The buffer is cleared: if the commit fails the session is dropped and staging starts over anyway.
+   */
+  checkpoint(frame: ServerFrameOf<'checkpoint'>, commit: CheckpointCommitContext): CheckpointPlan {
+    this.#checkGeneration('checkpoint', frame.generation);
+    const floor = Math.max(this.#checkpointPosition, this.#lastItemPosition);
+    if (frame.position < floor) {
+      throw new ProtocolViolation('position_order', 'checkpoint', 'position', `${frame.position} is below the last staged position ${floor}`);
+    }
+    if (frame.batchCount !== this.#batches) {
+      throw new ProtocolViolation('batch_count', 'checkpoint', 'batchCount', `${frame.batchCount} but ${this.#batches} batches staged since the previous checkpoint`);
+    }
+    this.checkAge();
+    const reachesCut = !this.#cutReached && frame.position >= this.#ctx.cut.position;
+    const notices = reachesCut ? mergeByPosition(this.#ctx.cut.snapshot, this.#notices) : this.#notices;
+    const plan: CheckpointPlan = {
+      consumerId: this.#ctx.binding.consumerId,
+      fence: commit.fence,
+      startMode: this.#ctx.startMode,
+      binding: this.#ctx.binding,
+      checkpoint: {
+        position: frame.position,
+        token: frame.token,
+        generation: frame.generation,
+        cutPosition: this.#ctx.cut.position,
+        cutReached: this.#cutReached || reachesCut,
+      },
+      events: this.#events,
+      qualityNotices: notices,
+      quarantinePolicy: commit.quarantinePolicy,
+      actions: commit.actions,
+    };
+    if (reachesCut) this.#cutReached = true;
+    this.#checkpointPosition = frame.position;
+    this.#lastItemPosition = frame.position;
+    this.#lastBatchPosition = null;
+    this.discard();
+    return plan;
+  }
+
+  /** Drops everything not yet handed to a commit. */
+  discard(): void {
+    this.#events = [];
+    this.#notices = [];
+    this.#bytes = 0;
+    this.#batches = 0;
+    this.#oldestAt = null;
+  }
+
+  #checkGeneration(frameType: string, generation: number): void {
+    if (generation !== this.#ctx.binding.generation) {
+      throw new ProtocolViolation('generation_mismatch', frameType, 'generation', `${generation} is not the active generation ${this.#ctx.binding.generation}`);
+    }
+  }
+
+  #checkBounds(events: number, bytes: number): void {
+    const { maxEvents, maxBytes } = this.#ctx.limits;
+    if (events > maxEvents) throw new StagingBoundExceeded('events', maxEvents, events);
+    if (bytes > maxBytes) throw new StagingBoundExceeded('bytes', maxBytes, bytes);
+  }
+}
+
+/** Size of an event as delivered; a bound on memory, not an exact wire size. */
+function approximateBytes(event: object): number {
+  return Buffer.byteLength(JSON.stringify(event), 'utf8');
+}
+
+/** Stable merge by position: the snapshot's notice precedes a streamed one at the same position. */
+function mergeByPosition(snapshot: QualityNotice[], streamed: QualityNotice[]): QualityNotice[] {
+  return [...snapshot, ...streamed]
+    .map((notice, index) => ({ notice, index }))
+    .sort((a, b) => a.notice.position - b.notice.position || a.index - b.index)
+    .map(({ notice }) => notice);
+}

@@ -1,0 +1,140 @@
+import { describe, expect, it } from 'vitest';
+import { CliUsageError, commandHelp, COMMANDS, generalHelp, parseCommand, type CommandName } from '../../cli/args.js';
+
+function usageError(argv: string[]): CliUsageError {
+  try {
+    parseCommand(argv);
+  } catch (error) {
+    if (error instanceof CliUsageError) return error;
+    throw error;
+  }
+  throw new Error(`expected a usage error for ${argv.join(' ')}`);
+}
+
+describe('parseCommand', () => {
+  it('parses start with per-field filter flags into the wire filter', () => {
+    expect(
+      parseCommand(['start', '--consumer', 'c1', '--start', 'from_floor', '--kinds', 'trade, correction', '--min-notional', '10000']),
+    ).toEqual({
+      command: 'start',
+      consumerId: 'c1',
+      subscriptionId: 'c1',
+      filter: { kinds: ['trade', 'correction'], minNotional: '10000' },
+      start: 'from_floor',
+      leaseMs: undefined,
+    });
+  });
+
+  it('parses start with a JSON filter, a subscription and a lease', () => {
+    const parsed = parseCommand(['start', '--consumer', 'c1', '--subscription', 's9', '--start', 'live_cut', '--filter', '{"markets":["m1"]}', '--lease-ms', '5000']);
+    expect(parsed).toMatchObject({ subscriptionId: 's9', filter: { markets: ['m1'] }, start: 'live_cut', leaseMs: 5000 });
+  });
+
+  it('requires an explicit first start mode', () => {
+    const error = usageError(['start', '--consumer', 'c1']);
+    expect(error.message).toContain('--start is required');
+    expect(error.code).toBe('usage');
+    expect(usageError(['start', '--consumer', 'c1', '--start', 'resume']).message).toContain('invalid --start "resume"');
+  });
+
+  it('rejects a filter given both ways, bad JSON and fields the wire filter does not know', () => {
+    expect(usageError(['start', '--consumer', 'c', '--start', 'live_cut', '--filter', '{}', '--kinds', 'trade']).message).toContain('not both');
+    expect(usageError(['start', '--consumer', 'c', '--start', 'live_cut', '--filter', '{kinds']).message).toContain('not valid JSON');
+    expect(usageError(['start', '--consumer', 'c', '--start', 'live_cut', '--filter', '{"colour":"red"}']).message).toContain('invalid filter');
+    expect(usageError(['start', '--consumer', 'c', '--start', 'live_cut', '--min-notional', '1e6']).message).toMatch(/invalid filter at minNotional/);
+  });
+
+  it('accepts each decision only from its own set, naming the allowed ones', () => {
+    expect(parseCommand(['resolve-gap', '--consumer', 'c', '--decision', 'live_cut', '--actor', 'ops', '--reason', 'gap accepted'])).toEqual({
+      command: 'resolve-gap',
+      consumerId: 'c',
+      decision: 'live_cut',
+      actor: 'ops',
+      reason: 'gap accepted',
+    });
+    const error = usageError(['resolve-gap', '--consumer', 'c', '--decision', 'retry', '--actor', 'ops', '--reason', 'x']);
+    expect(error.message).toBe('resolve-gap: invalid --decision "retry"; expected one of from_floor, live_cut, abandon');
+    expect(parseCommand(['resolve-binding', '--consumer', 'c', '--decision', 'retry', '--actor', 'a', '--reason', 'r'])).toMatchObject({ decision: 'retry' });
+  });
+
+  it('requires a non-empty actor and reason for every decision', () => {
+    expect(usageError(['resolve-gap', '--consumer', 'c', '--decision', 'abandon', '--reason', 'r']).message).toBe('resolve-gap: --actor is required');
+    expect(usageError(['pause', '--consumer', 'c', '--actor', 'a']).message).toBe('pause: --reason is required');
+    expect(usageError(['resume', '--consumer', 'c', '--actor', ' ', '--reason', 'r']).message).toBe('resume: --actor must not be empty');
+  });
+
+  it('collects repeated --event ids for resolve-quarantine', () => {
+    expect(
+      parseCommand(['resolve-quarantine', '--consumer', 'c', '--decision', 'release_terminal', '--event', 'e1', '--event', 'e2', '--actor', 'a', '--reason', 'r']),
+    ).toMatchObject({ decision: 'release_terminal', eventIds: ['e1', 'e2'] });
+    expect(parseCommand(['resolve-quarantine', '--consumer', 'c', '--decision', 'retry', '--actor', 'a', '--reason', 'r'])).toMatchObject({ eventIds: undefined });
+  });
+
+  it('requires a filter and an actor for rebind', () => {
+    expect(parseCommand(['rebind', '--consumer', 'c', '--filter', '{"kinds":["trade"]}', '--actor', 'ops'])).toEqual({
+      command: 'rebind',
+      consumerId: 'c',
+      filter: { kinds: ['trade'] },
+      actor: 'ops',
+    });
+    expect(usageError(['rebind', '--consumer', 'c', '--actor', 'ops']).message).toContain('a filter is required');
+  });
+
+  it('parses schedule-rebind actions and insists on exactly one timing', () => {
+    expect(parseCommand(['schedule-rebind', 'create', '--consumer', 'c', '--kinds', 'trade', '--every', '6h', '--actor', 'ops'])).toEqual({
+      command: 'schedule-rebind',
+      action: 'create',
+      consumerId: 'c',
+      scheduleId: 'whalehunt-rebind:c',
+      filter: { kinds: ['trade'] },
+      timing: { every: '6h' },
+      actor: 'ops',
+    });
+    expect(parseCommand(['schedule-rebind', 'create', '--consumer', 'c', '--filter', '{}', '--cron', '0 * * * *', '--actor', 'o'])).toMatchObject({
+      timing: { cron: '0 * * * *' },
+    });
+    expect(usageError(['schedule-rebind', 'create', '--consumer', 'c', '--filter', '{}', '--actor', 'o']).message).toContain('exactly one of --cron or --every');
+    expect(usageError(['schedule-rebind', 'create', '--consumer', 'c', '--filter', '{}', '--every', 'soon', '--actor', 'o']).message).toContain('--every use a number with a unit');
+    expect(parseCommand(['schedule-rebind', 'delete', '--consumer', 'c'])).toEqual({ command: 'schedule-rebind', action: 'delete', scheduleId: 'whalehunt-rebind:c' });
+    expect(usageError(['schedule-rebind', 'rename']).message).toContain('unknown action "rename"');
+  });
+
+  it('filters list by consumer and phase', () => {
+    expect(parseCommand(['list', '--phase', 'awaiting_gap_decision', '--json'])).toEqual({
+      command: 'list',
+      consumerId: undefined,
+      phase: 'awaiting_gap_decision',
+      json: true,
+    });
+    expect(usageError(['list', '--phase', 'sleeping']).message).toContain('invalid --phase "sleeping"');
+  });
+
+  it('rejects unknown commands, unknown options, positionals and unsafe ids', () => {
+    expect(usageError(['frobnicate']).message).toMatch(/^unknown command "frobnicate"; commands: run, start/);
+    expect(usageError(['status', '--consumer', 'c', '--verbose']).message).toMatch(/^status: Unknown option '--verbose'/);
+    expect(usageError(['status', 'c']).message).toMatch(/^status: .*positional/i);
+    expect(usageError(['status', '--consumer', "c' OR 1=1"]).message).toContain('--consumer use 1-128 characters');
+  });
+
+  it('passes sim arguments through untouched and answers --help for every command', () => {
+    expect(parseCommand(['sim', '--port', '8080', '--help'])).toEqual({ command: 'sim', args: ['--port', '8080', '--help'] });
+    expect(parseCommand([])).toEqual({ command: 'help', topic: null });
+    for (const name of Object.keys(COMMANDS) as CommandName[]) {
+      if (name !== 'sim') expect(parseCommand([name, '--help'])).toEqual({ command: 'help', topic: name });
+      expect(commandHelp(name)).toContain(`usage: whalehunt-consumer ${name}`);
+    }
+    expect(generalHelp()).toContain('resolve-quarantine');
+  });
+
+  it('defaults the main job to consumer "main" in .data', () => {
+    expect(parseCommand(['run'])).toEqual({
+      command: 'run',
+      consumerId: 'main',
+      subscriptionId: 'main',
+      filter: {},
+      dataDir: '.data',
+      intervalMs: 1500,
+      appendEveryMs: 500,
+    });
+  });
+});

@@ -1,0 +1,121 @@
+// Vitest globalSetup of the e2e project: one Temporal dev server (the CLI binary from
+// scripts/ensure-temporal-cli.sh, the project's search attributes registered) and one bundle of
+// workflows/ per run. Tests read both through `inject()`; see test/support/temporal.ts.
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import type { TestProject } from 'vitest/node';
+import { consumerIdSearchAttribute, phaseSearchAttribute } from '../../workflows/definitions.js';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    temporalAddress: string;
+    temporalNamespace: string;
+    /** Path of the bundled workflows/index.ts, or null when it does not exist (yet) or failed to bundle. */
+    workflowBundlePath: string | null;
+    /** Why workflowBundlePath is null; surfaced by the tests that need the bundle, not by every e2e test. */
+    workflowBundleError: string | null;
+  }
+}
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const NAMESPACE = 'default';
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const cliPath = await ensureTemporalCli();
+  const port = await findFreePort();
+  const serverStartedAt = performance.now();
+  const env = await TestWorkflowEnvironment.createLocal({
+    server: {
+      executable: { type: 'existing-path', path: cliPath },
+      ip: '127.0.0.1',
+      port,
+      namespace: NAMESPACE,
+      searchAttributes: [consumerIdSearchAttribute, phaseSearchAttribute],
+      log: { format: 'pretty', level: 'warn' },
+    },
+  });
+  const serverStartMs = Math.round(performance.now() - serverStartedAt);
+  console.info(`[e2e] Temporal dev server at ${env.address} (namespace ${NAMESPACE}) ready in ${serverStartMs} ms`);
+
+  const tempDir = await mkdtemp(join(tmpdir(), 'whalehunt-e2e-'));
+  try {
+    const bundle = await bundleProjectWorkflows(tempDir);
+    project.provide('temporalAddress', env.address);
+    project.provide('temporalNamespace', NAMESPACE);
+    project.provide('workflowBundlePath', bundle.path);
+    project.provide('workflowBundleError', bundle.error);
+  } catch (error) {
+    await env.teardown();
+    await rm(tempDir, { recursive: true, force: true });
+    throw error;
+  }
+
+  return async () => {
+    try {
+      await env.teardown();
+    } finally {
+      await rm(tempDir, { recursive: true, force: true });
+    }
+  };
+}
+
+async function ensureTemporalCli(): Promise<string> {
+  const script = join(repoRoot, 'scripts/ensure-temporal-cli.sh');
+  try {
+    // A first run may build the CLI with Go (minutes); the script's progress goes to our stderr.
+    const { stdout } = await promisify(execFile)('bash', [script], { maxBuffer: 1 << 20 });
+    const path = stdout.trim();
+    if (!path) throw new Error('the script printed no path');
+    return path;
+  } catch (cause) {
+    throw new Error(`scripts/ensure-temporal-cli.sh found no Temporal CLI: ${String(cause)}`, { cause });
+  }
+}
+
+/** Bundles once per run so each test's in-process Worker loads code instead of running webpack. */
+async function bundleProjectWorkflows(tempDir: string): Promise<{ path: string | null; error: string | null }> {
+  const workflowsPath = join(repoRoot, 'workflows/index.ts');
+  if (!existsSync(workflowsPath)) return { path: null, error: `${workflowsPath} does not exist` };
+  const startedAt = performance.now();
+  try {
+    const { code } = await bundleWorkflowCode({ workflowsPath, logger: quietBundlerLogger });
+    const path = join(tempDir, 'workflow-bundle.js');
+    await writeFile(path, code);
+    console.info(`[e2e] bundled workflows/index.ts in ${Math.round(performance.now() - startedAt)} ms`);
+    return { path, error: null };
+  } catch (error) {
+    return { path: null, error: `bundling ${workflowsPath} failed: ${error instanceof Error ? error.message : String(error)}` };
+  }
+}
+
+const noop = (): void => undefined;
+const quietBundlerLogger = {
+  trace: noop,
+  debug: noop,
+  info: noop,
+  log: noop,
+  warn: (message: string) => console.warn(`[bundler] ${message}`),
+  error: (message: string) => console.error(`[bundler] ${message}`),
+};
+
+function findFreePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => {
+        if (address && typeof address === 'object') resolvePort(address.port);
+        else reject(new Error('could not determine a free port'));
+      });
+    });
+  });
+}

@@ -1,0 +1,159 @@
+// Helpers for e2e tests against the run's Temporal dev server (started by temporal-global-setup.ts):
+// clients, in-process workers that always shut down, unique task queues and bounded condition waits.
+import { randomUUID } from 'node:crypto';
+import { inspect } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import type { WorkflowHandle } from '@temporalio/client';
+import type { QueryDefinition } from '@temporalio/common';
+import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import type { WorkerOptions } from '@temporalio/worker';
+import { inject } from 'vitest';
+
+export interface TemporalTarget {
+  address: string;
+  namespace: string;
+}
+
+export function temporalTarget(): TemporalTarget {
+  return { address: inject('temporalAddress'), namespace: inject('temporalNamespace') };
+}
+
+/** Path of the run's bundle of workflows/index.ts; throws with the reason when there is none. */
+export function sharedWorkflowBundlePath(): string {
+  const path = inject('workflowBundlePath');
+  if (path === null) throw new Error(`no shared workflow bundle: ${inject('workflowBundleError') ?? 'unknown reason'}`);
+  return path;
+}
+
+export interface TestClient {
+  client: Client;
+  connection: Connection;
+  close(): Promise<void>;
+}
+
+/** A connected Client; close it at the end (e.g. `res.track(await createTestClient())`). */
+export async function createTestClient(): Promise<TestClient> {
+  const { address, namespace } = temporalTarget();
+  const connection = await Connection.connect({ address });
+  return { client: new Client({ connection, namespace }), connection, close: () => connection.close() };
+}
+
+/** A task queue no other test (or earlier run against a persistent server) polls. */
+export function uniqueTaskQueue(prefix = 'test'): string {
+  return `${prefix}-${randomUUID()}`;
+}
+
+export type TestWorkerOptions = Omit<WorkerOptions, 'connection' | 'namespace' | 'taskQueue'> & { taskQueue?: string };
+
+/**
+ * Runs an in-process Worker for the duration of `fn` and always shuts it down (and its connection), also
+ * when `fn` throws. Workflows come from the run's shared bundle unless the options name their own
+ * (`workflowsPath` or `workflowBundle`). The worker's task queue is unique unless given.
+ */
+export async function withWorker<R>(
+  options: TestWorkerOptions,
+  fn: (context: { worker: Worker; taskQueue: string }) => Promise<R>,
+): Promise<R> {
+  const { address, namespace } = temporalTarget();
+  const taskQueue = options.taskQueue ?? uniqueTaskQueue();
+  const ownWorkflows = options.workflowsPath !== undefined || options.workflowBundle !== undefined;
+  installQuietRuntime();
+  const connection = await NativeConnection.connect({ address });
+  try {
+    const worker = await Worker.create({
+      ...options,
+      ...(ownWorkflows ? {} : { workflowBundle: { codePath: sharedWorkflowBundlePath() } }),
+      connection,
+      namespace,
+      taskQueue,
+    });
+    // runUntil shuts the worker down once fn settles and waits for it to drain.
+    return await worker.runUntil(() => fn({ worker, taskQueue }));
+  } finally {
+    await connection.close();
+  }
+}
+
+let runtimeInstalled = false;
+/** Worker state changes at INFO drown test output; a test that installed its own Runtime keeps it. */
+function installQuietRuntime(): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  try {
+    Runtime.install({ logger: new DefaultLogger('WARN') });
+  } catch {
+    // Already instantiated by the test itself: its choice wins.
+  }
+}
+
+export interface WaitOptions {
+  /** What is awaited, for the timeout message. */
+  description: string;
+  timeoutMs?: number;
+  intervalMs?: number;
+}
+
+export class WaitTimeoutError extends Error {
+  readonly code = 'wait_timeout';
+  constructor(description: string, timeoutMs: number, lastError: unknown) {
+    super(
+      `timed out after ${timeoutMs} ms waiting for ${description}` +
+        (lastError === undefined ? '' : `; last error: ${lastError instanceof Error ? lastError.message : inspect(lastError)}`),
+    );
+    this.name = 'WaitTimeoutError';
+  }
+}
+
+/**
+ * Polls `probe` until it returns a value other than undefined/false, within a bounded deadline. Errors from
+ * `probe` count as "not yet" (e.g. a query before the workflow's first task) and are reported on timeout.
+ */
+export async function waitFor<T>(probe: () => Promise<T | undefined | false>, options: WaitOptions): Promise<T> {
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const intervalMs = options.intervalMs ?? 100;
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value !== undefined && value !== false) return value;
+    } catch (error) {
+      lastError = error;
+    }
+    if (Date.now() >= deadline) throw new WaitTimeoutError(options.description, timeoutMs, lastError);
+    await new Promise((resolveDelay) => setTimeout(resolveDelay, intervalMs));
+  }
+}
+
+/** Waits until a workflow query's answer satisfies `predicate`; returns that answer. */
+export function waitForQuery<T, Args extends unknown[]>(
+  handle: WorkflowHandle,
+  query: QueryDefinition<T, Args>,
+  predicate: (answer: T) => boolean,
+  options: Partial<WaitOptions> & { args?: Args } = {},
+): Promise<T> {
+  const args = (options.args ?? []) as Args;
+  return waitFor(
+    async () => {
+      const answer = await handle.query(query, ...args);
+      return predicate(answer) ? { answer } : undefined;
+    },
+    { description: `query ${query.name} on ${handle.workflowId} to match`, ...options },
+  ).then(({ answer }) => answer);
+}
+
+/** Waits until a visibility query (e.g. `WhalehuntPhase = "paused"`) lists exactly `count` workflows. */
+export async function waitForVisibility(
+  client: Client,
+  query: string,
+  count: number,
+  options: Partial<WaitOptions> = {},
+): Promise<void> {
+  await waitFor(
+    async () => {
+      const { count: listed } = await client.workflow.count(query);
+      return listed === count;
+    },
+    { description: `visibility query \`${query}\` to count ${count}`, ...options },
+  );
+}

@@ -447,9 +447,9 @@ function audit(command: CommandName, v: Values): AuditArgs {
 function choice<const T extends readonly string[]>(command: CommandName, option: string, allowed: T, value: unknown): T[number] {
   if (value === undefined) throw new CliUsageError(`${command}: --${option} is required (one of ${allowed.join(', ')})`, command);
   if (typeof value !== 'string' || !allowed.includes(value)) {
-    throw new CliUsageError(`${command}: invalid --${option} "${String(value)}"; expected one of ${allowed.join(', ')}`, command);
+    throw new CliUsageError(`${command}: invalid --${option} ${JSON.stringify(value)}; expected one of ${allowed.join(', ')}`, command);
   }
-  return value as T[number];
+  return value;
 }
 
 function optionalInt(command: CommandName, option: string, value: unknown, min: number): number | undefined {

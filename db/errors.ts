@@ -64,3 +64,34 @@ export class InvalidPlan extends CommitError {
     super(`invalid checkpoint plan: ${reason}`);
   }
 }
+
+/** A consumer that has no checkpoint row yet (acquireLease creates it). */
+export class UnknownConsumer extends Error {
+  readonly code = 'unknown_consumer' as const;
+  override readonly name = 'UnknownConsumer';
+  constructor(readonly consumerId: string) {
+    super(`consumer ${consumerId} has no checkpoint row: acquire a lease first`);
+  }
+}
+
+/**
+ * The database failed underneath an operation (connection lost, serialization failure, …). Carries the
+ * SQLSTATE and whether the same operation may simply be retried; the pg error is the `cause`.
+ */
+export class StorageFailure extends Error {
+  readonly code = 'storage_failure' as const;
+  override readonly name = 'StorageFailure';
+  constructor(
+    readonly operation: string,
+    readonly consumerId: string | undefined,
+    readonly sqlState: string | undefined,
+    readonly retryable: boolean,
+    options: { cause: unknown },
+  ) {
+    super(
+      `${operation}${consumerId ? ` for consumer ${consumerId}` : ''} failed` +
+        `${sqlState ? ` (SQLSTATE ${sqlState})` : ''}: ${options.cause instanceof Error ? options.cause.message : String(options.cause)}`,
+      options,
+    );
+  }
+}

@@ -1,0 +1,341 @@
+// The domain rules of a commit, as a pure function: (plan, the rows the plan touches) → the rows to write and
+// the outcome. No I/O, so every rule is property-tested without a database (test/unit/decide*.test.ts), and
+// the same function serves the stream and the paginated source.
+import { isSupportedKind, tradeDataSchema, type TradeData } from '../protocol/codec.js';
+import { addDecimal, compareDecimal, formatDecimal, mulDecimal, parseDecimal, subDecimal } from '../protocol/decimal.js';
+import type { CheckpointPlan, QualityNotice, QuarantineReason, StagedEvent } from '../protocol/types.js';
+import { InvalidPlan, type HeldQuarantineItem } from './errors.js';
+
+export type ReceiptOutcome = 'applied' | 'no_effect' | 'quarantined';
+export type QuarantineDisposition = 'held' | 'terminal' | 'retry';
+
+export interface ExistingReceipt {
+  contentHash: string;
+  outcome: ReceiptOutcome;
+}
+
+export interface ExistingQuarantine {
+  contentHash: string;
+  disposition: QuarantineDisposition;
+}
+
+/** The saved state of an execution; money as decimal strings exactly as numeric returns them. */
+export interface ExecutionState {
+  entityId: string;
+  revision: number;
+  market: string;
+  asset: string;
+  side: string;
+  price: string;
+  size: string;
+  notional: string;
+  wallet: string;
+  txHash: string;
+  firstPosition: number;
+  lastPosition: number;
+}
+
+/** What the read step found for the plan's eventIds and entityIds. */
+export interface ExistingRows {
+  receipts: ReadonlyMap<string, ExistingReceipt>;
+  quarantine: ReadonlyMap<string, ExistingQuarantine>;
+  executions: ReadonlyMap<string, ExecutionState>;
+}
+
+export interface ReceiptWrite {
+  eventId: string;
+  contentHash: string;
+  position: number;
+  ordinal: number;
+  outcome: ReceiptOutcome;
+}
+
+export interface RevisionWrite extends Omit<ExecutionState, 'firstPosition' | 'lastPosition'> {
+  eventId: string;
+  position: number;
+}
+
+export interface MarketDelta {
+  market: string;
+  /** Signed decimal string added to the market's volume. */
+  volume: string;
+  /** Signed change of the market's execution count. */
+  count: number;
+}
+
+export interface QuarantineWrite extends HeldQuarantineItem {
+  ordinal: number;
+  contentHash: string;
+  disposition: 'held' | 'terminal';
+}
+
+export interface OutboxWrite {
+  idempotencyKey: string;
+  eventId: string;
+  action: 'whale_alert';
+  payload: Record<string, unknown>;
+}
+
+export interface CommitWrites {
+  /** New receipts only (an event that already has one is a duplicate and writes nothing). */
+  receipts: ReceiptWrite[];
+  /** Final state of each execution the plan changed. */
+  executions: ExecutionState[];
+  revisions: RevisionWrite[];
+  /** Non-zero deltas, one per market. */
+  marketDeltas: MarketDelta[];
+  /** Terminal records (new, or a released held one seen again). */
+  quarantine: QuarantineWrite[];
+  /** The newest notice per scope in the plan; the write keeps it only if newer than the saved one. */
+  quality: QualityNotice[];
+  outbox: OutboxWrite[];
+  counts: { applied: number; duplicates: number; noEffect: number; quarantined: number };
+}
+
+export type CommitDecision =
+  | { outcome: 'committed'; writes: CommitWrites }
+  | { outcome: 'conflict'; eventId: string; savedHash: string; incomingHash: string }
+  /** Every held event of the plan (not only the first), so one operator decision covers them all. */
+  | { outcome: 'held_quarantine'; held: QuarantineWrite[] };
+
+export const WHALE_ALERT = 'whale_alert' as const;
+
+export function outboxKey(action: string, eventId: string): string {
+  return `${action}:${eventId}`;
+}
+
+function notionalOf(data: TradeData): string {
+  return formatDecimal(mulDecimal(parseDecimal(data.price), parseDecimal(data.size)));
+}
+
+/** The data of a supported kind, or null when it does not parse (staging validates it; this is a backstop). */
+function tradeData(event: StagedEvent): TradeData | null {
+  const parsed = tradeDataSchema.safeParse(event.data);
+  return parsed.success ? parsed.data : null;
+}
+
+/**
+ * Folds the plan's events, in journal order, over the saved rows. Events of one plan see each other's effects
+ * (a trade and its correction in the same checkpoint). Throws InvalidPlan for a supported kind whose data does
+ * not parse (validatePlanShape rejects that first; this keeps the function total on its own).
+ */
+export function decideCommit(plan: CheckpointPlan, existing: ExistingRows): CommitDecision {
+  const executions = new Map<string, ExecutionState>();
+  const changed = new Set<string>();
+  const seenInPlan = new Map<string, string>();
+  const receipts: ReceiptWrite[] = [];
+  const revisions: RevisionWrite[] = [];
+  const deltas = new Map<string, { volume: ReturnType<typeof parseDecimal>; count: number }>();
+  const quarantine: QuarantineWrite[] = [];
+  const held: QuarantineWrite[] = [];
+  const outbox: OutboxWrite[] = [];
+  const counts = { applied: 0, duplicates: 0, noEffect: 0, quarantined: 0 };
+  const alertThreshold = plan.actions.whaleAlertMinNotional === null ? null : parseDecimal(plan.actions.whaleAlertMinNotional);
+  const terminalReasons = new Set<QuarantineReason>(plan.quarantinePolicy.terminalReasons);
+
+  const current = (entityId: string): ExecutionState | undefined => executions.get(entityId) ?? existing.executions.get(entityId);
+  const addDelta = (market: string, volume: string, count: number, sign: 1 | -1) => {
+    const entry = deltas.get(market) ?? { volume: { units: 0n, scale: 0 }, count: 0 };
+    const amount = parseDecimal(volume);
+    entry.volume = sign === 1 ? addDecimal(entry.volume, amount) : subDecimal(entry.volume, amount);
+    entry.count += count * sign;
+    deltas.set(market, entry);
+  };
+
+  for (const event of plan.events) {
+    const receipt = (outcome: ReceiptOutcome) =>
+      receipts.push({ eventId: event.eventId, contentHash: event.contentHash, position: event.position, ordinal: event.ordinal, outcome });
+
+    const savedHash = existing.receipts.get(event.eventId)?.contentHash ?? seenInPlan.get(event.eventId);
+    if (savedHash !== undefined) {
+      if (savedHash !== event.contentHash) return { outcome: 'conflict', eventId: event.eventId, savedHash, incomingHash: event.contentHash };
+      counts.duplicates += 1;
+      continue;
+    }
+    const record = existing.quarantine.get(event.eventId);
+    if (record && record.contentHash !== event.contentHash) {
+      return { outcome: 'conflict', eventId: event.eventId, savedHash: record.contentHash, incomingHash: event.contentHash };
+    }
+    seenInPlan.set(event.eventId, event.contentHash);
+
+    const quarantineAs = (reason: QuarantineReason) => {
+      const item: QuarantineWrite = {
+        eventId: event.eventId,
+        entityId: event.entityId,
+        kind: event.kind,
+        position: event.position,
+        ordinal: event.ordinal,
+        contentHash: event.contentHash,
+        reason,
+        disposition: 'terminal',
+      };
+      // An operator's release_terminal, or a policy naming this reason: a durable outcome, go on.
+      if (record?.disposition === 'terminal' || terminalReasons.has(reason)) {
+        quarantine.push(item);
+        receipt('quarantined');
+        counts.quarantined += 1;
+      } else {
+        held.push({ ...item, disposition: 'held' });
+      }
+    };
+
+    if (!isSupportedKind(event.kind)) {
+      quarantineAs('unsupported_kind');
+      continue;
+    }
+    const data = tradeData(event);
+    if (data === null) throw new InvalidPlan(`event ${event.eventId}: ${event.kind} data is not a valid trade`);
+    const before = current(event.entityId);
+
+    if (event.kind === 'correction' && before === undefined) {
+      quarantineAs('unknown_correction_target');
+      continue;
+    }
+    // A trade of an entity that exists, or a correction at or below the saved revision: already reflected.
+    if (before !== undefined && (event.kind === 'trade' || event.revision <= before.revision)) {
+      receipt('no_effect');
+      counts.noEffect += 1;
+      continue;
+    }
+
+    const after: ExecutionState = {
+      entityId: event.entityId,
+      revision: event.revision,
+      market: data.market,
+      asset: data.asset,
+      side: data.side,
+      price: data.price,
+      size: data.size,
+      notional: notionalOf(data),
+      wallet: data.wallet,
+      txHash: data.txHash,
+      firstPosition: before?.firstPosition ?? event.position,
+      lastPosition: event.position,
+    };
+    if (before) addDelta(before.market, before.notional, 1, -1);
+    addDelta(after.market, after.notional, 1, 1);
+    executions.set(event.entityId, after);
+    changed.add(event.entityId);
+    const { firstPosition: _first, lastPosition: _last, ...revisionState } = after;
+    revisions.push({ ...revisionState, eventId: event.eventId, position: event.position });
+    if (alertThreshold !== null && compareDecimal(parseDecimal(after.notional), alertThreshold) >= 0) {
+      outbox.push({
+        idempotencyKey: outboxKey(WHALE_ALERT, event.eventId),
+        eventId: event.eventId,
+        action: WHALE_ALERT,
+        payload: { kind: event.kind, ...revisionState },
+      });
+    }
+    receipt('applied');
+    counts.applied += 1;
+  }
+
+  if (held.length > 0) return { outcome: 'held_quarantine', held };
+
+  const marketDeltas: MarketDelta[] = [];
+  for (const [market, delta] of deltas) {
+    if (delta.volume.units === 0n && delta.count === 0) continue;
+    marketDeltas.push({ market, volume: formatDecimal(delta.volume), count: delta.count });
+  }
+
+  return {
+    outcome: 'committed',
+    writes: {
+      receipts,
+      executions: [...changed].map((id) => executions.get(id)!),
+      revisions,
+      marketDeltas,
+      quarantine,
+      quality: newestNoticePerScope(plan.qualityNotices),
+      outbox,
+      counts,
+    },
+  };
+}
+
+/** Within a plan, the highest position wins per scope; at equal positions the later notice (journal order). */
+export function newestNoticePerScope(notices: readonly QualityNotice[]): QualityNotice[] {
+  const newest = new Map<string, QualityNotice>();
+  for (const notice of notices) {
+    const seen = newest.get(notice.scope);
+    if (seen === undefined || notice.position >= seen.position) newest.set(notice.scope, notice);
+  }
+  return [...newest.values()];
+}
+
+/** The saved checkpoint a plan is validated against (the fenced row). */
+export interface SavedCheckpoint {
+  position: number | null;
+  generation: number | null;
+  pendingStart: 'live_cut' | 'from_floor' | null;
+  abandoned: boolean;
+}
+
+/** Checks a plan on its own; throws InvalidPlan naming the first problem. Nothing has been written yet. */
+export function validatePlanShape(plan: CheckpointPlan): void {
+  const fail = (reason: string): never => {
+    throw new InvalidPlan(reason);
+  };
+  const { checkpoint, binding } = plan;
+  if (typeof checkpoint.token !== 'string' || checkpoint.token.length === 0) fail('the checkpoint token is empty');
+  if (!Number.isSafeInteger(checkpoint.position) || checkpoint.position < 0) fail(`checkpoint position ${checkpoint.position} is not a non-negative integer`);
+  if (binding.consumerId !== plan.consumerId) fail(`binding consumer ${binding.consumerId} is not the plan's consumer ${plan.consumerId}`);
+  if (checkpoint.generation !== binding.generation) {
+    fail(`checkpoint generation ${checkpoint.generation} differs from the binding generation ${binding.generation}`);
+  }
+  if (!Number.isSafeInteger(checkpoint.generation) || checkpoint.generation < 1) fail(`generation ${checkpoint.generation} is not a positive integer`);
+  let previous: StagedEvent | undefined;
+  for (const event of plan.events) {
+    if (!Number.isSafeInteger(event.position) || event.position < 1 || !Number.isSafeInteger(event.ordinal) || event.ordinal < 1) {
+      fail(`event ${event.eventId} has position ${event.position} ordinal ${event.ordinal}: both must be positive integers`);
+    }
+    if (previous && (event.position < previous.position || (event.position === previous.position && event.ordinal <= previous.ordinal))) {
+      fail(
+        `events out of journal order: ${event.eventId} at ${event.position}/${event.ordinal} after ` +
+          `${previous.eventId} at ${previous.position}/${previous.ordinal}`,
+      );
+    }
+    if (event.position > checkpoint.position) fail(`event ${event.eventId} at ${event.position} is beyond the checkpoint position ${checkpoint.position}`);
+    if (event.eventId.length === 0 || event.contentHash.length === 0) fail(`an event at ${event.position} has an empty eventId or content hash`);
+    if (isSupportedKind(event.kind) && tradeData(event) === null) fail(`event ${event.eventId}: ${event.kind} data is not a valid trade`);
+    previous = event;
+  }
+  for (const notice of plan.qualityNotices) {
+    if (!Number.isSafeInteger(notice.position) || notice.position < 0 || notice.position > checkpoint.position) {
+      fail(`quality notice for ${notice.scope} at ${notice.position} is outside 0..${checkpoint.position}`);
+    }
+  }
+}
+
+/**
+ * Checks a plan against the saved checkpoint. Resume and rebind continue the saved journal (positions only
+ * forward; generation equal, or +1 on rebind). An explicit start (live_cut/from_floor) is a new beginning and
+ * may move the position anywhere — but only as the consumer's first commit or to consume the operator's
+ * recorded decision; later checkpoints of that same session continue like a resume.
+ */
+export function validatePlanAgainstSaved(plan: CheckpointPlan, saved: SavedCheckpoint): void {
+  const fail = (reason: string): never => {
+    throw new InvalidPlan(reason);
+  };
+  if (saved.abandoned) fail(`consumer ${plan.consumerId} was abandoned by an operator decision`);
+  const { checkpoint } = plan;
+  const explicit = plan.startMode === 'live_cut' || plan.startMode === 'from_floor';
+  if (explicit && saved.pendingStart !== null && saved.pendingStart !== plan.startMode) {
+    fail(`explicit start ${plan.startMode} does not match the recorded decision ${saved.pendingStart}`);
+  }
+  if (explicit && (saved.position === null || saved.pendingStart !== null)) return;
+  if (saved.pendingStart !== null) fail(`a ${saved.pendingStart} decision is pending: a ${plan.startMode} plan cannot commit before it`);
+  if (saved.position === null || saved.generation === null) fail(`a ${plan.startMode} plan needs a saved checkpoint, and there is none`);
+  const savedPosition = saved.position!;
+  const savedGeneration = saved.generation!;
+  const expectedGeneration = plan.startMode === 'rebind' && checkpoint.generation !== savedGeneration ? savedGeneration + 1 : savedGeneration;
+  if (checkpoint.generation !== expectedGeneration) {
+    fail(
+      `${plan.startMode} plan has generation ${checkpoint.generation}; the saved generation is ${savedGeneration}` +
+        (plan.startMode === 'rebind' ? ` (a rebind commits ${savedGeneration + 1})` : ''),
+    );
+  }
+  if (checkpoint.position < savedPosition) fail(`checkpoint position ${checkpoint.position} is behind the saved position ${savedPosition}`);
+  const early = plan.events.find((e) => e.position <= savedPosition);
+  if (early) fail(`event ${early.eventId} at ${early.position} is not after the saved position ${savedPosition}`);
+}

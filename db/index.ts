@@ -1,0 +1,17 @@
+// The database room's public API: what the streaming activity, the workflow's activities and the CLI use.
+export { createPool } from './connect.js';
+export { migrate, MIGRATIONS_FOLDER } from './migrate.js';
+export { acquireLease, loadCommitted } from './state.js';
+export { commitCheckpoint, type CommitResult } from './commit.js';
+export {
+  recordGapDecision,
+  recordBindingDecision,
+  resolveQuarantine,
+  listQuarantine,
+  type DecisionInput,
+  type QuarantineRecord,
+} from './decisions.js';
+export { consumerSummary, type ConsumerSummary, type DecisionSummary } from './summary.js';
+export { claimOutbox, completeOutbox, failOutbox, DEFAULT_MAX_OUTBOX_ATTEMPTS, type OutboxItem } from './outbox.js';
+export { SQLSTATE } from './transaction.js';
+export * from './errors.js';

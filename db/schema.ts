@@ -1,0 +1,236 @@
+// The durable state of every consumer. Every table is keyed by consumer_id first: one database serves many
+// consumers, and each consumer's commits serialise on its own checkpoint row (SELECT … FOR UPDATE).
+// Money columns are `numeric` (exact); pg returns them as strings and the code never parses them to numbers.
+// Positions are bigint read back as JS numbers (mode 'number'): journal positions stay far below 2^53.
+import { sql } from 'drizzle-orm';
+import {
+  bigint,
+  bigserial,
+  boolean,
+  check,
+  index,
+  integer,
+  jsonb,
+  numeric,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+} from 'drizzle-orm/pg-core';
+
+const createdAt = () => timestamp('created_at', { withTimezone: true }).notNull().defaultNow();
+const updatedAt = () => timestamp('updated_at', { withTimezone: true }).notNull().defaultNow();
+
+/** The subscription binding the saved token belongs to (saved by every commit). */
+export const consumerBindings = pgTable('consumer_bindings', {
+  consumerId: text('consumer_id').primaryKey(),
+  subscriptionId: text('subscription_id').notNull(),
+  stream: text('stream').notNull(),
+  historyId: text('history_id').notNull(),
+  filter: jsonb('filter').notNull(),
+  filterHash: text('filter_hash').notNull(),
+  generation: integer('generation').notNull(),
+  mappings: jsonb('mappings').notNull(),
+  updatedAt: updatedAt(),
+});
+
+/** One row per consumer: the only resume point, and the lock every mutation of the consumer takes. */
+export const checkpoints = pgTable(
+  'checkpoints',
+  {
+    consumerId: text('consumer_id').primaryKey(),
+    position: bigint('position', { mode: 'number' }),
+    /** The whole opaque token: `text`, never truncated, never parsed. */
+    token: text('token'),
+    generation: integer('generation'),
+    cutPosition: bigint('cut_position', { mode: 'number' }),
+    cutReached: boolean('cut_reached').notNull().default(false),
+    /** Compare-and-swap counter: +1 on every commit and every state-changing decision. */
+    version: integer('version').notNull().default(0),
+    /** Bumped by every activity attempt (acquireLease); fences zombie attempts. */
+    leaseEpoch: integer('lease_epoch').notNull().default(0),
+    /** An explicit start an operator decided, consumed by the first commit of that start. */
+    pendingStart: text('pending_start'),
+    abandoned: boolean('abandoned').notNull().default(false),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [
+    check('checkpoints_pending_start_check', sql`${t.pendingStart} IS NULL OR ${t.pendingStart} IN ('live_cut', 'from_floor')`),
+    check('checkpoints_token_not_empty', sql`${t.token} IS NULL OR length(${t.token}) > 0`),
+  ],
+);
+
+/** The durable outcome of every event ever accepted: dedup and conflict detection read these. */
+export const eventReceipts = pgTable(
+  'event_receipts',
+  {
+    consumerId: text('consumer_id').notNull(),
+    eventId: text('event_id').notNull(),
+    contentHash: text('content_hash').notNull(),
+    position: bigint('position', { mode: 'number' }).notNull(),
+    ordinal: integer('ordinal').notNull(),
+    outcome: text('outcome').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.consumerId, t.eventId] }),
+    check('event_receipts_outcome_check', sql`${t.outcome} IN ('applied', 'no_effect', 'quarantined')`),
+  ],
+);
+
+/** Current state of each execution (entity). */
+export const executions = pgTable(
+  'executions',
+  {
+    consumerId: text('consumer_id').notNull(),
+    entityId: text('entity_id').notNull(),
+    revision: integer('revision').notNull(),
+    market: text('market').notNull(),
+    asset: text('asset').notNull(),
+    side: text('side').notNull(),
+    price: numeric('price').notNull(),
+    size: numeric('size').notNull(),
+    notional: numeric('notional').notNull(),
+    wallet: text('wallet').notNull(),
+    txHash: text('tx_hash').notNull(),
+    firstPosition: bigint('first_position', { mode: 'number' }).notNull(),
+    lastPosition: bigint('last_position', { mode: 'number' }).notNull(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.consumerId, t.entityId] }),
+    index('executions_market_idx').on(t.consumerId, t.market),
+    index('executions_wallet_idx').on(t.consumerId, t.wallet),
+  ],
+);
+
+/** Every applied revision of every execution (the trade is revision 1). */
+export const executionRevisions = pgTable(
+  'execution_revisions',
+  {
+    consumerId: text('consumer_id').notNull(),
+    entityId: text('entity_id').notNull(),
+    revision: integer('revision').notNull(),
+    eventId: text('event_id').notNull(),
+    position: bigint('position', { mode: 'number' }).notNull(),
+    market: text('market').notNull(),
+    asset: text('asset').notNull(),
+    side: text('side').notNull(),
+    price: numeric('price').notNull(),
+    size: numeric('size').notNull(),
+    notional: numeric('notional').notNull(),
+    wallet: text('wallet').notNull(),
+    txHash: text('tx_hash').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.consumerId, t.entityId, t.revision] })],
+);
+
+/** Per-market aggregates, maintained by deltas in the same transaction as the executions. */
+export const marketVolumes = pgTable(
+  'market_volumes',
+  {
+    consumerId: text('consumer_id').notNull(),
+    market: text('market').notNull(),
+    volume: numeric('volume').notNull().default('0'),
+    executionCount: integer('execution_count').notNull().default(0),
+    updatedAt: updatedAt(),
+  },
+  (t) => [primaryKey({ columns: [t.consumerId, t.market] })],
+);
+
+/** Source quality per scope. `last_position` orders notices; `as_of` is the checkpoint position that saved it. */
+export const sourceQuality = pgTable(
+  'source_quality',
+  {
+    consumerId: text('consumer_id').notNull(),
+    scope: text('scope').notNull(),
+    state: text('state').notNull(),
+    lastPosition: bigint('last_position', { mode: 'number' }).notNull(),
+    asOf: bigint('as_of', { mode: 'number' }).notNull(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.consumerId, t.scope] }),
+    check('source_quality_state_check', sql`${t.state} IN ('ok', 'degraded', 'gap')`),
+  ],
+);
+
+/** Events the reducer could not apply. Only `terminal` is a durable outcome; `held` blocks the checkpoint. */
+export const quarantine = pgTable(
+  'quarantine',
+  {
+    consumerId: text('consumer_id').notNull(),
+    eventId: text('event_id').notNull(),
+    entityId: text('entity_id').notNull(),
+    kind: text('kind').notNull(),
+    position: bigint('position', { mode: 'number' }).notNull(),
+    ordinal: integer('ordinal').notNull(),
+    contentHash: text('content_hash').notNull(),
+    reason: text('reason').notNull(),
+    disposition: text('disposition').notNull(),
+    decidedBy: text('decided_by'),
+    decidedAt: timestamp('decided_at', { withTimezone: true }),
+    why: text('why'),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.consumerId, t.eventId] }),
+    index('quarantine_disposition_idx').on(t.consumerId, t.disposition, t.position),
+    check('quarantine_disposition_check', sql`${t.disposition} IN ('held', 'terminal', 'retry')`),
+    check('quarantine_reason_check', sql`${t.reason} IN ('unknown_correction_target', 'unsupported_kind')`),
+  ],
+);
+
+/** Audit of every operator decision, written in the transaction of the state change it implies. */
+export const decisions = pgTable(
+  'decisions',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    consumerId: text('consumer_id').notNull(),
+    kind: text('kind').notNull(),
+    decision: text('decision').notNull(),
+    actor: text('actor').notNull(),
+    reason: text('reason').notNull(),
+    /** The saved token the decision replaces (gap and binding decisions), kept whole. */
+    replacedToken: text('replaced_token'),
+    /** Decision-specific detail, e.g. the quarantined eventIds a quarantine decision covered. */
+    details: jsonb('details'),
+    decidedAt: timestamp('decided_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    index('decisions_consumer_idx').on(t.consumerId, t.id),
+    check('decisions_kind_check', sql`${t.kind} IN ('gap', 'binding', 'quarantine')`),
+  ],
+);
+
+/** External actions written by the commit and performed by a separate dispatcher. */
+export const outbox = pgTable(
+  'outbox',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    consumerId: text('consumer_id').notNull(),
+    /** `<action>:<eventId>`: replaying an event never writes its action twice. */
+    idempotencyKey: text('idempotency_key').notNull(),
+    eventId: text('event_id').notNull(),
+    action: text('action').notNull(),
+    payload: jsonb('payload').notNull(),
+    status: text('status').notNull().default('pending'),
+    attempts: integer('attempts').notNull().default(0),
+    lastError: text('last_error'),
+    availableAt: timestamp('available_at', { withTimezone: true }).notNull().defaultNow(),
+    claimedUntil: timestamp('claimed_until', { withTimezone: true }),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+    completedAt: timestamp('completed_at', { withTimezone: true }),
+  },
+  (t) => [
+    uniqueIndex('outbox_idempotency_idx').on(t.consumerId, t.idempotencyKey),
+    // The dispatcher's hot path: due work in order, ignoring finished rows.
+    index('outbox_due_idx').on(t.availableAt, t.id).where(sql`${t.status} IN ('pending', 'claimed')`),
+    check('outbox_status_check', sql`${t.status} IN ('pending', 'claimed', 'done', 'dead')`),
+  ],
+);

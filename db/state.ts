@@ -1,0 +1,112 @@
+// The committed state of a consumer: reading it, locking it, and taking a lease on it.
+import type pg from 'pg';
+import type { Mappings, StreamFilter } from '../protocol/codec.js';
+import type { Binding, CommittedState } from '../protocol/types.js';
+import { inTransaction, toStorageFailure } from './transaction.js';
+
+interface StateRow {
+  consumer_id: string;
+  lease_epoch: number;
+  version: number;
+  position: string | null;
+  token: string | null;
+  generation: number | null;
+  cut_position: string | null;
+  cut_reached: boolean;
+  pending_start: 'live_cut' | 'from_floor' | null;
+  abandoned: boolean;
+  updated_at: Date;
+  subscription_id: string | null;
+  stream: string | null;
+  history_id: string | null;
+  filter: StreamFilter | null;
+  filter_hash: string | null;
+  binding_generation: number | null;
+  mappings: Mappings | null;
+}
+
+const STATE_COLUMNS = `c.consumer_id, c.lease_epoch, c.version, c.position, c.token, c.generation, c.cut_position,
+  c.cut_reached, c.pending_start, c.abandoned, c.updated_at, b.subscription_id, b.stream, b.history_id, b.filter,
+  b.filter_hash, b.generation AS binding_generation, b.mappings`;
+
+const nullableNumber = (value: string | null): number | null => (value === null ? null : Number(value));
+
+function toState(row: StateRow): CommittedState {
+  const binding: Binding | null =
+    row.subscription_id === null
+      ? null
+      : {
+          consumerId: row.consumer_id,
+          subscriptionId: row.subscription_id,
+          stream: row.stream!,
+          historyId: row.history_id!,
+          filter: row.filter!,
+          filterHash: row.filter_hash!,
+          generation: row.binding_generation!,
+          mappings: row.mappings!,
+        };
+  return {
+    consumerId: row.consumer_id,
+    leaseEpoch: row.lease_epoch,
+    version: row.version,
+    position: nullableNumber(row.position),
+    token: row.token,
+    generation: row.generation,
+    binding,
+    cutPosition: nullableNumber(row.cut_position),
+    cutReached: row.cut_reached,
+    pendingStart: row.pending_start,
+    abandoned: row.abandoned,
+    // A row that never committed has no resume point yet; its creation time is not an update.
+    updatedAt: row.position === null && row.version === 0 ? null : row.updated_at.toISOString(),
+  };
+}
+
+async function selectState(client: pg.PoolClient | pg.Pool, consumerId: string): Promise<CommittedState | null> {
+  const res = await client.query<StateRow>(
+    `SELECT ${STATE_COLUMNS}
+       FROM checkpoints c LEFT JOIN consumer_bindings b ON b.consumer_id = c.consumer_id
+      WHERE c.consumer_id = $1`,
+    [consumerId],
+  );
+  return res.rows[0] ? toState(res.rows[0]) : null;
+}
+
+/**
+ * Locks the consumer's checkpoint row for the rest of the transaction and returns its state. Every mutation of
+ * a consumer (commit, decision) goes through here, so they serialise per consumer and never interleave.
+ */
+export async function lockCheckpoint(client: pg.PoolClient, consumerId: string): Promise<CommittedState | null> {
+  const res = await client.query<StateRow>(
+    `SELECT ${STATE_COLUMNS}
+       FROM checkpoints c LEFT JOIN consumer_bindings b ON b.consumer_id = c.consumer_id
+      WHERE c.consumer_id = $1
+        FOR UPDATE OF c`,
+    [consumerId],
+  );
+  return res.rows[0] ? toState(res.rows[0]) : null;
+}
+
+export async function loadCommitted(pool: pg.Pool, consumerId: string): Promise<CommittedState | null> {
+  try {
+    return await selectState(pool, consumerId);
+  } catch (error) {
+    throw toStorageFailure('loadCommitted', consumerId, error);
+  }
+}
+
+/**
+ * Starts an activity attempt: creates the consumer's row if absent and bumps its lease epoch, so every commit
+ * of an older attempt is fenced from now on. Returns the state to resume from (its leaseEpoch and version are
+ * the fence of this attempt's commits).
+ */
+export async function acquireLease(pool: pg.Pool, consumerId: string): Promise<CommittedState> {
+  return inTransaction(pool, 'acquireLease', consumerId, async (client) => {
+    await client.query(
+      `INSERT INTO checkpoints (consumer_id, lease_epoch) VALUES ($1, 1)
+       ON CONFLICT (consumer_id) DO UPDATE SET lease_epoch = checkpoints.lease_epoch + 1`,
+      [consumerId],
+    );
+    return (await selectState(client, consumerId))!;
+  });
+}

@@ -9,10 +9,14 @@ import type {
   DecisionAudit,
   GapDecision,
   QuarantineDecision,
+  StartDirective,
   StreamCounters,
 } from '../activities/types.js';
 
 export const TASK_QUEUE = 'whalehunt-consumer';
+
+/** The streaming lease when ConsumerWorkflowInput.leaseMs is not given. */
+export const DEFAULT_LEASE_MS = 5 * 60_000;
 
 export function consumerWorkflowId(consumerId: string): string {
   return `whalehunt-consumer:${consumerId}`;
@@ -42,8 +46,24 @@ export interface ConsumerWorkflowInput {
   initialStart: 'live_cut' | 'from_floor';
   /** How long one streaming activity runs before it returns (bounded lease). */
   leaseMs?: number;
+  /** Timeouts and limits; production uses the defaults, tests shorten them. */
+  tuning?: ConsumerTuning;
   /** State carried across continue-as-new. */
   carried?: ConsumerCarriedState;
+}
+
+export interface ConsumerTuning {
+  /** A streaming attempt that stops heartbeating this long is timed out and retried (its lease is fenced). */
+  heartbeatTimeoutMs?: number;
+  /** Attempts of one streaming activity before the workflow backs off with a durable timer. */
+  maxActivityAttempts?: number;
+  /** Longest wait between two attempts of one streaming activity. */
+  maxActivityRetryIntervalMs?: number;
+  /** The durable backoff timer after exhausted attempts: first delay, doubled up to the maximum. */
+  backoffInitialMs?: number;
+  backoffMaxMs?: number;
+  /** Continue as new after this many streaming runs even if Temporal does not suggest it yet. */
+  maxRunsPerExecution?: number;
 }
 
 /** What survives continue-as-new. No secrets. */
@@ -55,6 +75,10 @@ export interface ConsumerCarriedState {
   lastError: string | null;
   counters: StreamCounters;
   runs: number;
+  /** How the next session starts (an explicit start survives until its first commit). */
+  start?: StartDirective;
+  /** Consecutive backoff rounds, for the growing durable timer. */
+  backoffRounds?: number;
 }
 
 /** Why the consumer is waiting, and the exact command that resolves it (shown in Current Details). */
@@ -85,6 +109,15 @@ export interface QuarantineResolution extends DecisionAudit {
 export interface RebindRequest {
   filter: StreamFilter;
   requestedBy: string;
+  /** Workflow id to notify with `rebindRejected` when the consumer cannot rebind now (set by rebindWorkflow). */
+  replyTo?: string;
+}
+
+/** Sent back to a RebindRequest's `replyTo` when the consumer refuses the rebind (awaits a decision, paused, ...). */
+export interface RebindRejection {
+  consumerId: string;
+  phase: ConsumerPhase;
+  reason: string;
 }
 
 export const resolveGapSignal = defineSignal<[GapResolution]>('resolveGap');
@@ -99,6 +132,8 @@ export const resolveGapUpdate = defineUpdate<ConsumerStatus, [GapResolution]>('r
 export const resolveBindingUpdate = defineUpdate<ConsumerStatus, [BindingResolution]>('resolveBindingUpdate');
 export const resolveQuarantineUpdate = defineUpdate<ConsumerStatus, [QuarantineResolution]>('resolveQuarantineUpdate');
 export const rebindUpdate = defineUpdate<ConsumerStatus, [RebindRequest]>('rebindUpdate');
+
+export const rebindRejectedSignal = defineSignal<[RebindRejection]>('rebindRejected');
 
 export const statusQuery = defineQuery<ConsumerStatus>('status');
 

@@ -1,0 +1,113 @@
+// The worker's configuration: read from the environment once, validated with zod, and reported as one
+// error that names every invalid variable (never a value: one of them is the API key).
+import { z } from 'zod';
+import { DEFAULT_MAX_FRAME_BYTES } from '../protocol/codec.js';
+import { QUARANTINE_REASONS, type QuarantineReason } from '../protocol/types.js';
+import type { ConsumeStreamConfig } from '../activities/consume-stream.js';
+import { DEFAULT_LEASE_MS, TASK_QUEUE } from '../workflows/definitions.js';
+import { LOG_LEVELS, type LogLevel } from './logger.js';
+
+export interface WorkerConfig {
+  databaseUrl: string;
+  temporal: { address: string; namespace: string };
+  taskQueue: string;
+  /** Everything the streaming activity needs, the API key included (it never leaves the worker process). */
+  stream: ConsumeStreamConfig;
+  /** The streaming lease a consumer started by this deployment gets (workflow input). */
+  leaseMs: number;
+  whaleAlert: { minNotional: string | null; webhookUrl: string | null };
+  logLevel: LogLevel;
+}
+
+export class ConfigError extends Error {
+  readonly code = 'config_invalid';
+  override readonly name = 'ConfigError';
+  constructor(readonly problems: { variable: string; problem: string }[]) {
+    super(`invalid configuration: ${problems.map((p) => `${p.variable}: ${p.problem}`).join('; ')}`);
+  }
+}
+
+const required = (what: string) => z.string({ error: `is required (${what})` }).trim().min(1, `is required (${what})`);
+const positiveInt = (fallback: number) => z.coerce.number({ error: 'must be a positive integer' }).int('must be a positive integer').positive('must be a positive integer').default(fallback);
+const optionalText = z
+  .string()
+  .trim()
+  .transform((s) => (s === '' ? undefined : s))
+  .optional();
+const url = (protocols: RegExp, what: string) => z.string().trim().refine((s) => protocols.test(s) && URL.canParse(s), `must be a ${what} URL`);
+
+const envSchema = z.object({
+  DATABASE_URL: required('a postgres:// connection URL').pipe(url(/^postgres(ql)?:\/\//, 'postgres://')),
+  TEMPORAL_ADDRESS: z.string().trim().min(1).default('127.0.0.1:7233'),
+  TEMPORAL_NAMESPACE: z.string().trim().min(1).default('default'),
+  TASK_QUEUE: z.string().trim().min(1).default(TASK_QUEUE),
+  WHALEHUNT_URL: required('the stream WebSocket URL').pipe(url(/^wss?:\/\//, 'ws:// or wss://')),
+  WHALEHUNT_API_KEY: required('the stream API key'),
+  MAX_FRAME_BYTES: positiveInt(DEFAULT_MAX_FRAME_BYTES),
+  STAGING_MAX_EVENTS: positiveInt(10_000),
+  STAGING_MAX_BYTES: positiveInt(16 * 1024 * 1024),
+  STAGING_MAX_AGE_MS: positiveInt(60_000),
+  LEASE_MS: positiveInt(DEFAULT_LEASE_MS),
+  HEARTBEAT_MS: positiveInt(2_000),
+  CONNECT_TIMEOUT_MS: positiveInt(10_000),
+  RECONNECT_MAX_ATTEMPTS: positiveInt(5),
+  RECONNECT_INITIAL_MS: positiveInt(500),
+  RECONNECT_MAX_MS: positiveInt(15_000),
+  QUARANTINE_TERMINAL_REASONS: z
+    .string()
+    .default('')
+    .transform((list) => list.split(',').map((s) => s.trim()).filter((s) => s !== ''))
+    .pipe(z.array(z.enum(QUARANTINE_REASONS as [QuarantineReason, ...QuarantineReason[]], { error: `each must be one of ${QUARANTINE_REASONS.join(', ')}` }))),
+  WHALE_ALERT_MIN_NOTIONAL: optionalText.pipe(z.string().regex(/^\d+(\.\d+)?$/, 'must be a decimal string such as "50000"').optional()),
+  WHALE_ALERT_WEBHOOK_URL: optionalText.pipe(url(/^https?:\/\//, 'http(s)://').optional()),
+  LOG_LEVEL: z
+    .string()
+    .trim()
+    .default('INFO')
+    .transform((s) => s.toUpperCase())
+    .pipe(z.enum(LOG_LEVELS as [LogLevel, ...LogLevel[]], { error: `must be one of ${LOG_LEVELS.join(', ')}` })),
+});
+
+/** Parses the environment once; throws ConfigError listing every invalid variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
+  const parsed = envSchema.safeParse(env);
+  if (!parsed.success) {
+    throw new ConfigError(
+      parsed.error.issues.map((issue) => ({ variable: String(issue.path[0] ?? '(environment)'), problem: issue.message })),
+    );
+  }
+  const e = parsed.data;
+  return {
+    databaseUrl: e.DATABASE_URL,
+    temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE },
+    taskQueue: e.TASK_QUEUE,
+    stream: {
+      url: e.WHALEHUNT_URL,
+      apiKey: e.WHALEHUNT_API_KEY,
+      maxFrameBytes: e.MAX_FRAME_BYTES,
+      staging: { maxEvents: e.STAGING_MAX_EVENTS, maxBytes: e.STAGING_MAX_BYTES, maxAgeMs: e.STAGING_MAX_AGE_MS },
+      quarantinePolicy: { terminalReasons: e.QUARANTINE_TERMINAL_REASONS },
+      actions: { whaleAlertMinNotional: e.WHALE_ALERT_MIN_NOTIONAL ?? null },
+      heartbeatEveryMs: e.HEARTBEAT_MS,
+      connectTimeoutMs: e.CONNECT_TIMEOUT_MS,
+      reconnect: { maxAttempts: e.RECONNECT_MAX_ATTEMPTS, initialMs: e.RECONNECT_INITIAL_MS, maxMs: e.RECONNECT_MAX_MS },
+    },
+    leaseMs: e.LEASE_MS,
+    whaleAlert: { minNotional: e.WHALE_ALERT_MIN_NOTIONAL ?? null, webhookUrl: e.WHALE_ALERT_WEBHOOK_URL ?? null },
+    logLevel: e.LOG_LEVEL,
+  };
+}
+
+/** The configuration as it may be logged: the API key and any URL password replaced. */
+export function redact(config: WorkerConfig): Record<string, unknown> {
+  return {
+    ...config,
+    databaseUrl: maskUrlPassword(config.databaseUrl),
+    stream: { ...config.stream, url: maskUrlPassword(config.stream.url), apiKey: '[REDACTED]' },
+    whaleAlert: { ...config.whaleAlert, webhookUrl: config.whaleAlert.webhookUrl === null ? null : maskUrlPassword(config.whaleAlert.webhookUrl) },
+  };
+}
+
+function maskUrlPassword(value: string): string {
+  return value.replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^/\s:@]+:)[^@\s/]+@/gi, '$1[REDACTED]@');
+}

@@ -1,0 +1,3 @@
+// The workflow bundle's entry point (the worker loads this module).
+export { consumerWorkflow } from './consumer.js';
+export { rebindWorkflow } from './rebind.js';

@@ -1,0 +1,100 @@
+// Builders of checkpoint plans and staged events for the commit tests (pure: also used by test/unit/decide*).
+import type { TradeData } from '../../protocol/codec.js';
+import { eventContentHash, filterHash } from '../../protocol/canonical.js';
+import type { Binding, CheckpointPlan, QualityNotice, QuarantineReason, StagedEvent, StartMode } from '../../protocol/types.js';
+
+export const STREAM = 'polymarket';
+export const HISTORY_ID = 'hist-1';
+
+export function makeBinding(consumerId: string, generation = 1, filter: Binding['filter'] = { kinds: ['trade', 'correction'] }): Binding {
+  return {
+    consumerId,
+    subscriptionId: `sub-${consumerId}`,
+    stream: STREAM,
+    historyId: HISTORY_ID,
+    filter,
+    filterHash: filterHash(filter),
+    generation,
+    mappings: { 'asset-1': { market: 'm-1', outcome: 'YES' } },
+  };
+}
+
+export function tradeData(overrides: Partial<TradeData> = {}): TradeData {
+  return { market: 'm-1', asset: 'asset-1', side: 'BUY', price: '0.5', size: '100', wallet: 'w-1', txHash: '0xabc', ...overrides };
+}
+
+export function stagedEvent(fields: {
+  position: number;
+  ordinal?: number;
+  eventId?: string;
+  kind: string;
+  entityId: string;
+  revision?: number;
+  data: Record<string, unknown>;
+}): StagedEvent {
+  const ordinal = fields.ordinal ?? 1;
+  const revision = fields.revision ?? 1;
+  const eventId = fields.eventId ?? `ev-${fields.position}-${ordinal}`;
+  const wire = { ordinal, kind: fields.kind, entityId: fields.entityId, revision, data: fields.data };
+  return {
+    position: fields.position,
+    ordinal,
+    eventId,
+    kind: fields.kind,
+    entityId: fields.entityId,
+    revision,
+    observedAt: '2026-11-29T12:00:00.000Z',
+    data: fields.data,
+    contentHash: eventContentHash(wire, fields.position),
+  };
+}
+
+export function trade(position: number, entityId: string, data: Partial<TradeData> = {}, more: { ordinal?: number; eventId?: string } = {}): StagedEvent {
+  return stagedEvent({ position, kind: 'trade', entityId, revision: 1, data: tradeData(data), ...more });
+}
+
+export function correction(
+  position: number,
+  entityId: string,
+  revision: number,
+  data: Partial<TradeData> = {},
+  more: { ordinal?: number; eventId?: string } = {},
+): StagedEvent {
+  return stagedEvent({ position, kind: 'correction', entityId, revision, data: tradeData(data), ...more });
+}
+
+export interface PlanOptions {
+  fence: { leaseEpoch: number; version: number };
+  position: number;
+  events?: StagedEvent[];
+  quality?: QualityNotice[];
+  startMode?: StartMode;
+  generation?: number;
+  token?: string;
+  cutPosition?: number;
+  terminalReasons?: QuarantineReason[];
+  whaleAlertMinNotional?: string | null;
+  filter?: Binding['filter'];
+}
+
+export function makePlan(consumerId: string, o: PlanOptions): CheckpointPlan {
+  const generation = o.generation ?? 1;
+  const cutPosition = o.cutPosition ?? o.position;
+  return {
+    consumerId,
+    fence: o.fence,
+    startMode: o.startMode ?? 'resume',
+    binding: makeBinding(consumerId, generation, o.filter),
+    checkpoint: {
+      position: o.position,
+      token: o.token ?? `tok:${generation}:${o.position}`,
+      generation,
+      cutPosition,
+      cutReached: o.position >= cutPosition,
+    },
+    events: o.events ?? [],
+    qualityNotices: o.quality ?? [],
+    quarantinePolicy: { terminalReasons: o.terminalReasons ?? [] },
+    actions: { whaleAlertMinNotional: o.whaleAlertMinNotional ?? null },
+  };
+}

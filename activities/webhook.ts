@@ -1,0 +1,89 @@
+// One HTTP POST per outbox action. The receiver deduplicates on the Idempotency-Key header (the outbox row's
+// key, `whale_alert:<eventId>`), which makes the dispatcher's at-least-once delivery effectively once: a
+// retry after a crash between the POST and the completion carries the same key.
+import type { OutboxItem } from '../db/index.js';
+
+export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
+export const DEFAULT_WEBHOOK_TIMEOUT_MS = 10_000;
+
+/** Body of every webhook call: the action and the committed event it came from. */
+export interface WebhookBody {
+  idempotencyKey: string;
+  action: string;
+  consumerId: string;
+  eventId: string;
+  payload: Record<string, unknown>;
+}
+
+export class WebhookError extends Error {
+  readonly code = 'webhook_failed';
+  override readonly name = 'WebhookError';
+  constructor(
+    message: string,
+    /** false: the receiver refused the call itself (e.g. 400); trying again cannot succeed. */
+    readonly retryable: boolean,
+    readonly status: number | null,
+  ) {
+    super(message);
+  }
+}
+
+export type FetchLike = (url: string, init: { method: string; headers: Record<string, string>; body: string; signal: AbortSignal }) => Promise<{
+  ok: boolean;
+  status: number;
+}>;
+
+export interface WebhookSenderOptions {
+  url: string;
+  fetch?: FetchLike;
+  timeoutMs?: number;
+}
+
+export type SendAction = (item: OutboxItem) => Promise<void>;
+
+// Statuses that describe the receiver's momentary state, not the request: worth another attempt.
+const RETRYABLE_CLIENT_STATUSES = new Set([408, 409, 425, 429]);
+
+/**
+ * A sender that POSTs each action as JSON. Errors never contain the URL (webhook URLs often embed a
+ * secret); they name the receiver by its origin only.
+ */
+export function createWebhookSender(options: WebhookSenderOptions): SendAction {
+  const url = new URL(options.url);
+  const target = url.origin;
+  const doFetch: FetchLike = options.fetch ?? ((input, init) => fetch(input, init));
+  const timeoutMs = options.timeoutMs ?? DEFAULT_WEBHOOK_TIMEOUT_MS;
+
+  return async (item) => {
+    const body: WebhookBody = {
+      idempotencyKey: item.idempotencyKey,
+      action: item.action,
+      consumerId: item.consumerId,
+      eventId: item.eventId,
+      payload: item.payload,
+    };
+    let status: number;
+    let ok: boolean;
+    try {
+      ({ status, ok } = await doFetch(url.href, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', [IDEMPOTENCY_KEY_HEADER]: item.idempotencyKey },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(timeoutMs),
+      }));
+    } catch (error) {
+      const reason = error instanceof Error && error.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : describeNetworkError(error);
+      throw new WebhookError(`webhook ${target} unreachable: ${reason}`, true, null);
+    }
+    if (ok) return;
+    const retryable = status >= 500 || RETRYABLE_CLIENT_STATUSES.has(status);
+    throw new WebhookError(`webhook ${target} answered HTTP ${status}`, retryable, status);
+  };
+}
+
+function describeNetworkError(error: unknown): string {
+  // undici puts the useful part (ECONNREFUSED, ENOTFOUND) in the cause; its message is just "fetch failed".
+  const cause = error instanceof Error ? (error.cause as { code?: unknown } | undefined) : undefined;
+  if (cause && typeof cause.code === 'string') return cause.code;
+  return error instanceof Error ? error.message : String(error);
+}

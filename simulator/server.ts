@@ -151,6 +151,7 @@ export class ReferenceStreamServer {
   private readonly generations = new Map<string, number>();
   private readonly detachJournal: Array<() => void>;
   private connectionCount = 0;
+  private closing: Promise<void> | undefined;
 
   private constructor(
     opts: ReferenceServerOptions,
@@ -205,7 +206,12 @@ export class ReferenceStreamServer {
   }
 
   /** Closes every socket and both servers; resolves when everything is closed. */
-  async close(): Promise<void> {
+  close(): Promise<void> {
+    this.closing ??= this.shutdown();
+    return this.closing;
+  }
+
+  private async shutdown(): Promise<void> {
     this.journal.stopLiveAppends();
     for (const detach of this.detachJournal) detach();
     const closing = [...this.sessions].map((s) => s.terminate());

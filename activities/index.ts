@@ -41,6 +41,16 @@ export interface ActivityDeps {
   log: ConsumeStreamLog;
   /** Test cut points inside the streaming run (kill -9 between stage, commit and ACK). */
   hooks?: ConsumeStreamDeps['hooks'];
+  /** Where the streaming run takes its lease and commits; default: the db functions on `pool`. */
+  store?: ConsumeStreamDeps['store'];
+}
+
+/** The streaming run's store: lease and commit on the pool. */
+export function poolStore(pool: pg.Pool): ConsumeStreamDeps['store'] {
+  return {
+    acquireLease: (consumerId) => acquireLease(pool, consumerId),
+    commitCheckpoint: (plan) => commitCheckpoint(pool, plan),
+  };
 }
 
 /** The committed checkpoint as the workflows see it: no secrets, no mappings, small. */
@@ -80,10 +90,7 @@ export function createActivities(deps: ActivityDeps) {
   const { pool, log } = deps;
   const apiKey = deps.config.stream.apiKey;
   const streamDeps: ConsumeStreamDeps = {
-    store: {
-      acquireLease: (consumerId) => acquireLease(pool, consumerId),
-      commitCheckpoint: (plan) => commitCheckpoint(pool, plan),
-    },
+    store: deps.store ?? poolStore(pool),
     config: deps.config.stream,
     log,
     ...(deps.hooks ? { hooks: deps.hooks } : {}),

@@ -20,6 +20,8 @@ export interface CreateWorkerOptions {
   workflowsPath?: string;
   /** Test cut points inside the streaming run. */
   hooks?: ActivityDeps['hooks'];
+  /** Replaces the streaming run's lease/commit store (tests inject commit failures). */
+  store?: ActivityDeps['store'];
   /** Where activity logs go (default: JSON lines on stdout, the API key redacted). */
   log?: ConsumeStreamLog;
   /** Replaces single activities (tests wrap one to misbehave, e.g. a zombie attempt). */
@@ -39,7 +41,13 @@ export interface ConsumerWorker {
 export async function createWorker(options: CreateWorkerOptions): Promise<ConsumerWorker> {
   const { config } = options;
   const log = options.log ?? new JsonLogger({ level: config.logLevel, secrets: [config.stream.apiKey], bindings: { component: 'activities' } });
-  const activities = createActivities({ pool: options.pool, config, log, ...(options.hooks ? { hooks: options.hooks } : {}) });
+  const activities = createActivities({
+    pool: options.pool,
+    config,
+    log,
+    ...(options.hooks ? { hooks: options.hooks } : {}),
+    ...(options.store ? { store: options.store } : {}),
+  });
   const worker = await Worker.create({
     connection: options.connection,
     namespace: config.temporal.namespace,

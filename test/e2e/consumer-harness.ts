@@ -1,0 +1,212 @@
+// The full consumer stack for e2e tests: a reference stream server over a hand-built journal, the real
+// worker (createWorker with the run's shared workflow bundle, real activities on the file's Postgres
+// database) and a Temporal client. Every started workflow's history is kept for the replay check.
+import { randomUUID } from 'node:crypto';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
+import type { temporal } from '@temporalio/proto';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import type { StreamFilter } from '../../protocol/codec.js';
+import { ReferenceStreamServer, type ReferenceServerOptions } from '../../simulator/server.js';
+import { Journal, type NewEvent, type NewTransition } from '../../simulator/journal.js';
+import { poolStore, type ActivityDeps } from '../../activities/index.js';
+import { loadConfig, type WorkerConfig } from '../../worker/config.js';
+import { JsonLogger } from '../../worker/logger.js';
+import { createWorker, type CreateWorkerOptions } from '../../worker/worker.js';
+import type { consumerWorkflow } from '../../workflows/consumer.js';
+import {
+  consumerIdSearchAttribute,
+  consumerWorkflowId,
+  phaseSearchAttribute,
+  statusQuery,
+  type ConsumerPhase,
+  type ConsumerStatus,
+  type ConsumerWorkflowInput,
+} from '../../workflows/definitions.js';
+import type { TestDatabase } from '../support/db.js';
+import type { Resources } from '../support/leaks.js';
+import { createTestClient, sharedWorkflowBundlePath, temporalTarget, uniqueTaskQueue, waitForQuery } from '../support/temporal.js';
+
+// The SDK's own INFO lines (worker state changes) drown the test output; warnings and errors still show.
+Runtime.install({ logger: new DefaultLogger('WARN') });
+
+/** Distinctive, so a search of every history and log line for it means something. */
+export const API_KEY = `wh-e2e-secret-${randomUUID()}`;
+
+export type ConsumerHandle = WorkflowHandle<typeof consumerWorkflow>;
+
+/** Histories of every workflow a file started, for the replay test at its end. */
+export const recordedHistories: { workflowId: string; history: temporal.api.history.v1.IHistory }[] = [];
+
+export interface StackOptions {
+  journal: Journal;
+  server?: Partial<Omit<ReferenceServerOptions, 'journal' | 'apiKeys'>>;
+  /** Wraps the real lease/commit store (e.g. to fail one commit). */
+  store?: (real: NonNullable<ActivityDeps['store']>) => NonNullable<ActivityDeps['store']>;
+  overrideActivities?: CreateWorkerOptions['overrideActivities'];
+  env?: Record<string, string>;
+}
+
+export interface ConsumerStack {
+  server: ReferenceStreamServer;
+  client: Client;
+  config: WorkerConfig;
+  taskQueue: string;
+  /** Every line the activities logged (the API key must never be in one). */
+  logLines: string[];
+  startConsumer(input: Partial<ConsumerWorkflowInput> & { consumerId: string }): Promise<ConsumerHandle>;
+  /** Remembers a workflow whose history the file's replay test checks. */
+  track(handle: WorkflowHandle): void;
+}
+
+/** Runs `fn` with the stack up; always shuts the worker down and closes everything, then records histories. */
+export async function withConsumerStack<T>(res: Resources, db: TestDatabase, options: StackOptions, fn: (stack: ConsumerStack) => Promise<T>): Promise<T> {
+  const server = res.track(
+    await ReferenceStreamServer.start({ journal: options.journal, apiKeys: [API_KEY], checkpointEvery: 2, ...options.server }),
+    (s) => s.close(),
+    'reference stream server',
+  );
+  const testClient = res.track(await createTestClient());
+  const connection = res.track(await NativeConnection.connect({ address: temporalTarget().address }), (c) => c.close(), 'worker connection');
+  const taskQueue = uniqueTaskQueue('consumer');
+  const config = loadConfig({
+    DATABASE_URL: db.url,
+    TEMPORAL_ADDRESS: temporalTarget().address,
+    TEMPORAL_NAMESPACE: temporalTarget().namespace,
+    TASK_QUEUE: taskQueue,
+    WHALEHUNT_URL: server.url,
+    WHALEHUNT_API_KEY: API_KEY,
+    HEARTBEAT_MS: '200',
+    RECONNECT_INITIAL_MS: '50',
+    RECONNECT_MAX_MS: '200',
+    CONNECT_TIMEOUT_MS: '5000',
+    LOG_LEVEL: 'WARN',
+    ...options.env,
+  });
+  const logLines: string[] = [];
+  const log = new JsonLogger({ level: 'INFO', secrets: [], write: (line) => void logLines.push(line) });
+  const realStore = poolStore(db.pool);
+  const worker = await createWorker({
+    config,
+    pool: db.pool,
+    connection,
+    workflowBundle: { codePath: sharedWorkflowBundlePath() },
+    log,
+    ...(options.store ? { store: options.store(realStore) } : {}),
+    ...(options.overrideActivities ? { overrideActivities: options.overrideActivities } : {}),
+    shutdownForceTimeMs: 20_000,
+  });
+  const running = worker.run();
+  const handles: WorkflowHandle[] = [];
+  const stack: ConsumerStack = {
+    server,
+    client: testClient.client,
+    config,
+    taskQueue,
+    logLines,
+    async startConsumer(input) {
+      const handle = await testClient.client.workflow.start<typeof consumerWorkflow>('consumerWorkflow', {
+        taskQueue,
+        workflowId: consumerWorkflowId(input.consumerId),
+        args: [
+          {
+            subscriptionId: `sub-${input.consumerId}`,
+            filter: {},
+            initialStart: 'from_floor',
+            leaseMs: 4_000,
+            ...input,
+            tuning: { heartbeatTimeoutMs: 5_000, maxActivityAttempts: 3, maxActivityRetryIntervalMs: 1_000, backoffInitialMs: 1_000, backoffMaxMs: 2_000, ...input.tuning },
+          },
+        ],
+        typedSearchAttributes: [
+          { key: consumerIdSearchAttribute, value: input.consumerId },
+          { key: phaseSearchAttribute, value: 'streaming' },
+        ],
+      });
+      handles.push(handle);
+      return handle;
+    },
+    track(handle) {
+      handles.push(handle);
+    },
+  };
+  try {
+    return await fn(stack);
+  } finally {
+    await worker.shutdown();
+    await running;
+    for (const handle of handles) {
+      const described = await handle.describe();
+      if (described.status.name === 'RUNNING') await handle.terminate('test finished');
+      const history = await handle.fetchHistory();
+      recordedHistories.push({ workflowId: handle.workflowId, history });
+      await saveHistory(handle.workflowId, history);
+    }
+    await res.close(connection);
+    await res.close(testClient);
+    await res.close(server);
+  }
+}
+
+/** WHALEHUNT_RECORD_HISTORIES=<dir> writes every history as JSON (how test/fixtures/histories were made). */
+async function saveHistory(workflowId: string, history: temporal.api.history.v1.IHistory): Promise<void> {
+  const dir = process.env.WHALEHUNT_RECORD_HISTORIES;
+  if (!dir) return;
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, `${workflowId.replace(/[^\w.-]+/g, '_')}.json`), historyToJSON(history));
+}
+
+/** Waits until the consumer's status query matches. */
+export function waitForStatus(handle: ConsumerHandle, description: string, predicate: (status: ConsumerStatus) => boolean, timeoutMs = 60_000): Promise<ConsumerStatus> {
+  return waitForQuery(handle, statusQuery, predicate, { description, timeoutMs });
+}
+
+export function waitForPhase(handle: ConsumerHandle, phase: ConsumerPhase, timeoutMs = 60_000): Promise<ConsumerStatus> {
+  return waitForStatus(handle, `phase ${phase}`, (s) => s.phase === phase, timeoutMs);
+}
+
+/** Rejects with a named timeout when `promise` (e.g. a server's waitForAck) does not settle in time. */
+export async function within<T>(promise: Promise<T>, ms: number, description: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${description}`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+// ---- journals ------------------------------------------------------------------------------------------
+
+let observed = Date.parse('2026-03-01T00:00:00.000Z');
+
+export function trade(entityId: string, market: string, price: string, size: string, extra: Partial<NewEvent> = {}): NewEvent {
+  observed += 1_000;
+  return {
+    kind: 'trade',
+    entityId,
+    revision: 1,
+    observedAt: new Date(observed).toISOString(),
+    data: { market, asset: `${market}-yes`, side: 'BUY', price, size, wallet: '0xwhale', txHash: `0x${entityId}` },
+    ...extra,
+  };
+}
+
+export function correction(entityId: string, market: string, revision: number, price: string, size: string): NewEvent {
+  return { ...trade(entityId, market, price, size), kind: 'correction', revision };
+}
+
+/** A journal holding exactly these transitions at positions 1..n (no generated activity). */
+export function journalOf(transitions: NewTransition[], seed = 7): Journal {
+  const journal = Journal.generate({ seed, transitions: 0 });
+  for (const transition of transitions) journal.append(transition);
+  return journal;
+}
+
+export const ALL: StreamFilter = {};

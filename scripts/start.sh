@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# `npm start`: dependencies, the Temporal CLI, then the main job (cli/main.ts run), which starts the local
+# services it needs (worker/local-services.ts) unless DATABASE_URL / TEMPORAL_ADDRESS point elsewhere.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash scripts/ensure-deps.sh
+if [[ -z "${TEMPORAL_ADDRESS:-}" ]]; then
+  TEMPORAL_CLI="$(bash scripts/ensure-temporal-cli.sh)"
+  export TEMPORAL_CLI
+fi
+exec npx tsx cli/main.ts run "$@"

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# `npm test`: typecheck, lint, the migrations check, then every vitest project (unit, db, e2e). Extra
+# arguments go to vitest (e.g. `npm test -- --project unit`). Without DATABASE_URL and without a Postgres
+# at 127.0.0.1:5432, the tests run against the embedded Postgres (scripts/with-postgres.ts).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash scripts/ensure-deps.sh
+TEMPORAL_CLI="$(bash scripts/ensure-temporal-cli.sh)"
+export TEMPORAL_CLI
+npm run --silent typecheck
+npm run --silent lint
+npm run --silent db:check
+exec npx tsx scripts/with-postgres.ts npx vitest run "$@"

@@ -1,0 +1,139 @@
+// Each deliberate breach the reference server can commit, as a consumer would observe it on the wire.
+import { describe, expect, it } from 'vitest';
+import { WireError } from '../../protocol/codec.js';
+import { eventContentHash } from '../../protocol/canonical.js';
+import { ofType, replayFrames, subscribe, useHarness } from './harness.js';
+
+const h = useHarness();
+
+describe('connection drops', () => {
+  it('terminates the connection after N frames, once', async () => {
+    const server = await h.start({ faults: { dropAfterFrames: 4 } });
+    const { client } = await subscribe(h, { start: { mode: 'from_floor' } });
+    // hello, authenticated, subscribed, then one more frame
+    const rest = await client.drainUntilClosed();
+    expect(rest).toHaveLength(1);
+    expect((await client.closed).code).toBe(1006);
+    expect(server.faults.dropAfterFrames).toBeUndefined();
+    const again = await subscribe(h, { consumerId: 'consumer-b', start: { mode: 'from_floor' } });
+    expect((await replayFrames(again.client)).at(-1)?.type).toBe('caught_up');
+  });
+
+  it('terminates the connection right after the frames of a position', async () => {
+    await h.start({ checkpointEvery: 5, faults: { dropAtPosition: 10 } });
+    const { client } = await subscribe(h, { start: { mode: 'from_floor' } });
+    const frames = (await client.drainUntilClosed()).map((r) => r.frame!);
+    const positions = frames.map((f) => ('position' in f ? f.position : 0));
+    expect(Math.max(...positions)).toBe(10);
+    expect(frames.at(-1)).toMatchObject({ type: 'checkpoint', position: 10 });
+  });
+});
+
+describe('frame sequence faults', () => {
+  it.each([
+    ['duplicate', [1, 2, 3, 3, 4]],
+    ['skip', [1, 2, 3, 5, 6]],
+    ['reorder', [1, 2, 3, 5, 4]],
+  ] as const)('%s: the 4th frame breaks the +1 sequence', async (mode, expected) => {
+    await h.start({ faults: { frameSequence: { mode, atFrame: 4 } } });
+    const { client, hello, subscribed } = await subscribe(h, { start: { mode: 'from_floor' } });
+    const next = [await client.next(), await client.next()];
+    expect([hello, { frameSequence: 2 }, subscribed, ...next].map((f) => f.frameSequence)).toEqual(expected);
+  });
+});
+
+describe('ACK faults', () => {
+  it('refuses an ACK: error, connection closed, rejection recorded, nothing accepted', async () => {
+    const server = await h.start({ faults: { ack: { mode: 'refuse', count: 1 } } });
+    const { client, hello } = await subscribe(h, { start: { mode: 'from_floor' } });
+    const checkpoint = await client.nextOfType('checkpoint');
+    client.ack(hello.connectionId, checkpoint);
+    expect(await client.nextOfType('error')).toMatchObject({ code: 'overloaded', retryable: true });
+    await client.drainUntilClosed();
+    expect(await server.waitForRejectedAck()).toMatchObject({ reason: 'fault_refused', position: checkpoint.position });
+    expect(server.acks).toEqual([]);
+  });
+
+  it('loses an ACK silently: the connection goes on and the next ACK is accepted', async () => {
+    const server = await h.start({ faults: { ack: { mode: 'lose', count: 1 } } });
+    const { client, hello } = await subscribe(h, { start: { mode: 'from_floor' } });
+    const first = await client.nextOfType('checkpoint');
+    client.ack(hello.connectionId, first);
+    const second = await client.nextOfType('checkpoint');
+    client.ack(hello.connectionId, second);
+    expect(await server.waitForAck()).toMatchObject({ position: second.position });
+    expect(server.rejectedAcks).toEqual([expect.objectContaining({ reason: 'fault_lost', position: first.position })]);
+    expect(server.acks).toHaveLength(1);
+  });
+});
+
+describe('subscribe faults', () => {
+  it('answers overloaded with retryAfterMs for the next N subscribes, then serves', async () => {
+    const server = await h.start({ faults: { overloadSubscribes: { count: 2, retryAfterMs: 250 } } });
+    for (let i = 0; i < 2; i++) {
+      const client = await h.connect();
+      await client.authenticate('test-key-3f9a');
+      client.subscribe({ consumerId: 'consumer-a', subscriptionId: 'sub-1', start: { mode: 'live_cut' } });
+      expect(await client.expect('error')).toMatchObject({ code: 'overloaded', retryable: true, retryAfterMs: 250 });
+      expect(await client.drainUntilClosed()).toEqual([]);
+    }
+    const { subscribed } = await subscribe(h, { start: { mode: 'live_cut' } });
+    expect(subscribed.generation).toBe(1);
+    expect(server.faults.overloadSubscribes).toBeUndefined();
+  });
+
+  it('keeps an old connection draining its frames after a newer one of the same consumer is active', async () => {
+    const server = await h.start({ faults: { drainOldConnections: true } });
+    const old = await subscribe(h, { start: { mode: 'from_floor' } });
+    const newer = await subscribe(h, { start: { mode: 'from_floor' } });
+    expect(newer.subscribed.generation).toBe(2);
+    const oldFrames = await replayFrames(old.client);
+    expect(oldFrames.at(-1)).toMatchObject({ type: 'caught_up', generation: 1 });
+    expect(old.client.isClosed).toBe(false);
+    server.journal.appendGenerated();
+    // both connections deliver the live transition
+    expect((await old.client.nextOfType('batch')).position).toBe(46);
+    await replayFrames(newer.client);
+    expect((await newer.client.nextOfType('batch')).position).toBe(46);
+  });
+});
+
+describe('event faults', () => {
+  it('injects a conflicting eventId: an earlier delivered eventId with different content', async () => {
+    await h.start({ faults: { conflictingEventAt: 12 } });
+    const { client } = await subscribe(h, { start: { mode: 'from_floor' } });
+    const batches = ofType(await replayFrames(client), 'batch');
+    const seen = new Map<string, string>();
+    const conflicts: string[] = [];
+    for (const b of batches) {
+      for (const e of b.events) {
+        const hash = eventContentHash(e, b.position);
+        const earlier = seen.get(e.eventId);
+        if (earlier !== undefined && earlier !== hash) conflicts.push(e.eventId);
+        seen.set(e.eventId, hash);
+      }
+    }
+    expect(conflicts).toHaveLength(1);
+    const conflicted = batches.find((b) => b.events.some((e) => e.eventId === conflicts[0] && b.position >= 12))!;
+    expect(conflicted.position).toBeGreaterThanOrEqual(12);
+  });
+
+  it('injects an event of an unknown kind', async () => {
+    await h.start({ faults: { unknownKindAt: 3 } });
+    const { client } = await subscribe(h, { start: { mode: 'from_floor' } });
+    const batches = ofType(await replayFrames(client), 'batch');
+    const unknown = batches.flatMap((b) => b.events.filter((e) => e.kind !== 'trade' && e.kind !== 'correction').map(() => b.position));
+    expect(unknown).toEqual([3]);
+  });
+
+  it('injects a frame over maxFrameBytes', async () => {
+    await h.start({ maxFrameBytes: 8192, faults: { oversizeFrameAt: 2 } });
+    const client = await h.connect({ maxFrameBytes: 8192 });
+    await client.handshake('test-key-3f9a', { consumerId: 'c', subscriptionId: 's', start: { mode: 'from_floor' } });
+    expect((await client.next()).type).toBe('batch');
+    const oversize = await client.nextReceived();
+    expect(oversize.error).toBeInstanceOf(WireError);
+    expect(oversize.error?.code).toBe('frame_too_large');
+    expect(Buffer.byteLength(oversize.raw)).toBeGreaterThan(8192);
+  });
+});

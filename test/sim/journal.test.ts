@@ -1,0 +1,120 @@
+// The journal generator and its file format: deterministic from a seed, realistic shapes, JSONL round trip.
+import { appendFile, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { tradeDataSchema } from '../../protocol/codec.js';
+import { Journal, JournalError, type Transition } from '../../simulator/journal.js';
+
+function all(journal: Journal): Transition[] {
+  return [...journal.range(0, journal.head)];
+}
+
+let dirs: string[] = [];
+afterEach(async () => {
+  await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
+  dirs = [];
+});
+
+describe('Journal.generate', () => {
+  it('is deterministic from its seed', () => {
+    const a = Journal.generate({ seed: 42, transitions: 300 });
+    const b = Journal.generate({ seed: 42, transitions: 300 });
+    const c = Journal.generate({ seed: 43, transitions: 300 });
+    expect(all(a)).toEqual(all(b));
+    expect(a.mappings).toEqual(b.mappings);
+    expect(all(a)).not.toEqual(all(c));
+  });
+
+  it('produces realistic Polymarket shapes with strictly increasing positions and unique eventIds', () => {
+    const journal = Journal.generate({ seed: 42, transitions: 500, correctionRate: 0.1 });
+    const transitions = all(journal);
+    expect(transitions.map((t) => t.position)).toEqual(transitions.map((_, i) => i + 1));
+    const events = transitions.flatMap((t) => t.events);
+    expect(new Set(events.map((e) => e.eventId)).size).toBe(events.length);
+    for (const t of transitions) expect(t.events.map((e) => e.ordinal)).toEqual(t.events.map((_, i) => i + 1));
+    for (const e of events) {
+      const data = tradeDataSchema.parse(e.data);
+      expect(journal.mappings[data.asset]?.market).toBe(data.market);
+      expect(data.price).toMatch(/^0\.\d{3}$/);
+      expect(data.txHash).toMatch(/^0x[0-9a-f]{64}$/);
+    }
+    const outcomes = new Set(Object.values(journal.mappings).map((m) => m.outcome));
+    expect(outcomes).toEqual(new Set(['Yes', 'No']));
+    // observedAt jitters: journal order is not observedAt order
+    const times = events.map((e) => Date.parse(e.observedAt));
+    expect(times.some((t, i) => i > 0 && t < times[i - 1]!)).toBe(true);
+  });
+
+  it('corrects earlier trades with the same entityId and increasing revisions', () => {
+    const events = all(Journal.generate({ seed: 5, transitions: 400, correctionRate: 0.15 })).flatMap((t) => t.events);
+    const corrections = events.filter((e) => e.kind === 'correction');
+    expect(corrections.length).toBeGreaterThan(10);
+    const revisions = new Map<string, number>();
+    for (const e of events) {
+      if (e.kind === 'trade') {
+        expect(e.revision).toBe(1);
+        revisions.set(e.entityId, 1);
+      } else {
+        expect(e.revision).toBe((revisions.get(e.entityId) ?? Number.NaN) + 1);
+        revisions.set(e.entityId, e.revision);
+      }
+    }
+  });
+});
+
+describe('Journal', () => {
+  it('round-trips through JSON lines and keeps appending with fresh eventIds', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'journal-'));
+    dirs.push(dir);
+    const journal = Journal.generate({ seed: 9, transitions: 120, qualityRate: 0.2 });
+    journal.setRetentionFloor(11);
+    const file = join(dir, 'journal.jsonl');
+    await journal.save(file);
+    const loaded = await Journal.load(file);
+    expect(all(loaded)).toEqual(all(journal));
+    expect(loaded.history).toEqual(journal.history);
+    expect(loaded.mappings).toEqual(journal.mappings);
+    expect(loaded.qualityAt(120)).toEqual(journal.qualityAt(120));
+    const appended = loaded.appendGenerated();
+    expect(appended.position).toBe(121);
+    const ids = new Set(all(journal).flatMap((t) => t.events.map((e) => e.eventId)));
+    for (const e of appended.events) expect(ids.has(e.eventId)).toBe(false);
+  });
+
+  it('rejects a corrupt file naming the line', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'journal-'));
+    dirs.push(dir);
+    const file = join(dir, 'bad.jsonl');
+    await Journal.generate({ seed: 1, transitions: 2 }).save(file);
+    await appendFile(file, '{"record":"transition","position":1,"events":[]}\n');
+    await expect(Journal.load(file)).rejects.toThrow(/bad\.jsonl:4/);
+  });
+
+  it('appends at head + 1 with ordinals 1..n, notifies listeners, and refuses duplicate eventIds', () => {
+    const journal = Journal.generate({ seed: 3, transitions: 2 });
+    const seen: number[] = [];
+    const stop = journal.onAppend((t) => seen.push(t.position));
+    const base = { kind: 'trade', entityId: 'trade-x', revision: 1, observedAt: '2026-01-01T00:00:00.000Z', data: {} };
+    const t = journal.append({ events: [{ ...base, eventId: 'ev-custom-1' }, base], quality: [{ scope: 'polymarket:clob', state: 'degraded' }] });
+    expect(t.position).toBe(3);
+    expect(t.events.map((e) => e.ordinal)).toEqual([1, 2]);
+    expect(seen).toEqual([3]);
+    stop();
+    expect(journal.qualityAt(3)).toContainEqual({ scope: 'polymarket:clob', state: 'degraded', lastPosition: 3 });
+    expect(() => journal.append({ events: [{ ...base, eventId: 'ev-custom-1' }] })).toThrow(JournalError);
+    expect(() => journal.append({ events: [] })).toThrow(/at least one source event/);
+  });
+
+  it('moves the retention floor within bounds and rebuilds history with a new id and positions from 1', () => {
+    const journal = Journal.generate({ seed: 3, transitions: 20 });
+    expect(() => journal.setRetentionFloor(25)).toThrow(JournalError);
+    journal.setRetentionFloor(6);
+    expect(journal.history).toEqual({ id: 'hist-3', floor: 6, head: 20 });
+    expect(journal.transitionAt(5)).toBeUndefined();
+    const firstKept = journal.transitionAt(6)!.events;
+    journal.rebuildHistory();
+    expect(journal.history).toEqual({ id: 'hist-3-r1', floor: 1, head: 15 });
+    expect(journal.transitionAt(1)!.events).toEqual(firstKept);
+  });
+});

@@ -1,0 +1,239 @@
+// The operator commands (everything but `run` and `sim`). Decisions go through workflow updates, so the
+// workflow validates them synchronously (wrong phase, bad input) before anything reaches its history.
+import {
+  ScheduleAlreadyRunning,
+  ScheduleNotFoundError,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowUpdateFailedError,
+  type ScheduleSummary,
+} from '@temporalio/client';
+import type pg from 'pg';
+import type { consumerWorkflow, rebindWorkflow } from '../workflows/index.js';
+import {
+  consumerIdSearchAttribute,
+  consumerWorkflowId,
+  pauseSignal,
+  phaseSearchAttribute,
+  rebindUpdate,
+  resolveBindingUpdate,
+  resolveGapUpdate,
+  resolveQuarantineUpdate,
+  resumeSignal,
+  type ConsumerStatus,
+  type ConsumerWorkflowInput,
+  type RebindWorkflowInput,
+} from '../workflows/definitions.js';
+import type { CliCommand } from './args.js';
+import { consumerReport, findConsumer, requireRunning, withAnswerTimeout, type TemporalSession } from './consumers.js';
+import { CliError } from './errors.js';
+import { formatStatus } from './format.js';
+
+export interface CommandIo {
+  out(text: string): void;
+}
+
+type Of<N extends CliCommand['command']> = Extract<CliCommand, { command: N }>;
+
+export const REBIND_WORKFLOW_ID_PREFIX = 'whalehunt-rebind-run:';
+
+export async function startConsumer(session: TemporalSession, cmd: Of<'start'>, io: CommandIo): Promise<void> {
+  const input: ConsumerWorkflowInput = {
+    consumerId: cmd.consumerId,
+    subscriptionId: cmd.subscriptionId,
+    filter: cmd.filter,
+    initialStart: cmd.start,
+    ...(cmd.leaseMs !== undefined ? { leaseMs: cmd.leaseMs } : {}),
+  };
+  const workflowId = consumerWorkflowId(cmd.consumerId);
+  try {
+    const handle = await session.client.workflow.start<typeof consumerWorkflow>('consumerWorkflow', {
+      workflowId,
+      taskQueue: session.config.taskQueue,
+      args: [input],
+      // A second start of a running consumer fails; a finished one may be started again (it resumes from the database).
+      workflowIdConflictPolicy: 'FAIL',
+      typedSearchAttributes: [
+        { key: consumerIdSearchAttribute, value: cmd.consumerId },
+        { key: phaseSearchAttribute, value: 'streaming' },
+      ],
+    });
+    io.out(`started consumer ${cmd.consumerId}: workflow ${workflowId} run ${handle.firstExecutionRunId} (first start ${cmd.start}, filter ${JSON.stringify(cmd.filter)})`);
+  } catch (error) {
+    if (error instanceof WorkflowExecutionAlreadyStartedError) {
+      throw new CliError(
+        'already_running',
+        `consumer "${cmd.consumerId}" is already running (workflow ${workflowId}); see \`whalehunt-consumer status --consumer ${cmd.consumerId}\``,
+      );
+    }
+    throw error;
+  }
+}
+
+export async function showStatus(session: TemporalSession, pool: pg.Pool | null, cmd: Of<'status'>, io: CommandIo): Promise<void> {
+  const report = await consumerReport(session, pool, cmd.consumerId);
+  if (cmd.json) {
+    // Mappings can be large and say nothing about progress; the count is enough here.
+    const binding = report.database?.state.binding;
+    const database = report.database && {
+      ...report.database,
+      state: { ...report.database.state, binding: binding && { ...binding, mappings: Object.keys(binding.mappings).length } },
+    };
+    io.out(JSON.stringify({ ...report, database }, null, 2));
+  } else {
+    io.out(formatStatus(report));
+  }
+}
+
+/** Runs a decision update; a rejection (invalid input, wrong phase) becomes decision_rejected with the workflow's reason. */
+async function decide(
+  session: TemporalSession,
+  consumerId: string,
+  what: string,
+  run: (handle: Awaited<ReturnType<typeof findConsumer>>['handle']) => Promise<ConsumerStatus>,
+): Promise<ConsumerStatus> {
+  const workflow = await findConsumer(session, consumerId);
+  requireRunning(consumerId, workflow);
+  try {
+    return await withAnswerTimeout(session, what, () => run(workflow.handle));
+  } catch (error) {
+    if (error instanceof WorkflowUpdateFailedError) {
+      const reason = error.cause instanceof Error ? error.cause.message : error.message;
+      throw new CliError('decision_rejected', `${what} rejected by consumer "${consumerId}": ${reason}`, { cause: error });
+    }
+    throw error;
+  }
+}
+
+export async function resolveGap(session: TemporalSession, cmd: Of<'resolve-gap'>, io: CommandIo): Promise<void> {
+  const status = await decide(session, cmd.consumerId, 'gap decision', (handle) =>
+    handle.executeUpdate(resolveGapUpdate, { args: [{ decision: cmd.decision, actor: cmd.actor, reason: cmd.reason }] }),
+  );
+  io.out(`gap decision ${cmd.decision} recorded for ${cmd.consumerId} by ${cmd.actor}; phase now ${status.phase}`);
+}
+
+export async function resolveBinding(session: TemporalSession, cmd: Of<'resolve-binding'>, io: CommandIo): Promise<void> {
+  const status = await decide(session, cmd.consumerId, 'binding decision', (handle) =>
+    handle.executeUpdate(resolveBindingUpdate, { args: [{ decision: cmd.decision, actor: cmd.actor, reason: cmd.reason }] }),
+  );
+  io.out(`binding decision ${cmd.decision} recorded for ${cmd.consumerId} by ${cmd.actor}; phase now ${status.phase}`);
+}
+
+export async function resolveQuarantine(session: TemporalSession, cmd: Of<'resolve-quarantine'>, io: CommandIo): Promise<void> {
+  const status = await decide(session, cmd.consumerId, 'quarantine decision', (handle) =>
+    handle.executeUpdate(resolveQuarantineUpdate, {
+      args: [{ decision: cmd.decision, actor: cmd.actor, reason: cmd.reason, ...(cmd.eventIds ? { eventIds: cmd.eventIds } : {}) }],
+    }),
+  );
+  const scope = cmd.eventIds ? `events ${cmd.eventIds.join(', ')}` : 'all held events';
+  io.out(`quarantine decision ${cmd.decision} (${scope}) recorded for ${cmd.consumerId} by ${cmd.actor}; phase now ${status.phase}`);
+}
+
+export async function rebind(session: TemporalSession, cmd: Of<'rebind'>, io: CommandIo): Promise<void> {
+  const status = await decide(session, cmd.consumerId, 'rebind', (handle) =>
+    handle.executeUpdate(rebindUpdate, { args: [{ filter: cmd.filter, requestedBy: cmd.actor }] }),
+  );
+  const generation = status.committed?.generation;
+  io.out(
+    `rebind of ${cmd.consumerId} to ${JSON.stringify(cmd.filter)} accepted` +
+      (generation != null ? `: generation ${generation + 1} starts at the next checkpoint boundary` : ''),
+  );
+}
+
+export async function pauseOrResume(session: TemporalSession, cmd: Of<'pause'> | Of<'resume'>, io: CommandIo): Promise<void> {
+  const workflow = await findConsumer(session, cmd.consumerId);
+  requireRunning(cmd.consumerId, workflow);
+  await workflow.handle.signal(cmd.command === 'pause' ? pauseSignal : resumeSignal, { actor: cmd.actor, reason: cmd.reason });
+  io.out(
+    cmd.command === 'pause'
+      ? `pause requested for ${cmd.consumerId}: it stops at its next checkpoint boundary`
+      : `resume requested for ${cmd.consumerId}`,
+  );
+}
+
+export async function listConsumers(session: TemporalSession, cmd: Of<'list'>, io: CommandIo): Promise<void> {
+  // Ids and phases were validated against safe alphabets, so quoting them is enough.
+  const clauses = [`WorkflowType = "consumerWorkflow"`];
+  if (cmd.consumerId) clauses.push(`${consumerIdSearchAttribute.name} = "${cmd.consumerId}"`);
+  if (cmd.phase) clauses.push(`${phaseSearchAttribute.name} = "${cmd.phase}"`);
+  const rows: { consumerId: string | null; phase: string | null; status: string; workflowId: string; runId: string; startTime: string }[] = [];
+  for await (const execution of session.client.workflow.list({ query: clauses.join(' AND ') })) {
+    rows.push({
+      consumerId: execution.typedSearchAttributes.get(consumerIdSearchAttribute) ?? null,
+      phase: execution.typedSearchAttributes.get(phaseSearchAttribute) ?? null,
+      status: execution.status.name,
+      workflowId: execution.workflowId,
+      runId: execution.runId,
+      startTime: execution.startTime.toISOString(),
+    });
+  }
+  if (cmd.json) {
+    for (const row of rows) io.out(JSON.stringify(row));
+    return;
+  }
+  if (rows.length === 0) {
+    io.out('no consumers match');
+    return;
+  }
+  const header = ['CONSUMER', 'PHASE', 'STATUS', 'STARTED'];
+  const table = [header, ...rows.map((r) => [r.consumerId ?? r.workflowId, r.phase ?? '-', r.status, r.startTime])];
+  const widths = header.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
+  for (const row of table) io.out(row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd());
+}
+
+export async function scheduleRebind(session: TemporalSession, cmd: Of<'schedule-rebind'>, io: CommandIo): Promise<void> {
+  switch (cmd.action) {
+    case 'create': {
+      const input: RebindWorkflowInput = { consumerId: cmd.consumerId, filter: cmd.filter, requestedBy: cmd.actor };
+      try {
+        await session.client.schedule.create<typeof rebindWorkflow>({
+          scheduleId: cmd.scheduleId,
+          spec: 'cron' in cmd.timing ? { cronExpressions: [cmd.timing.cron] } : { intervals: [{ every: cmd.timing.every as `${number}s` }] },
+          action: {
+            type: 'startWorkflow',
+            workflowType: 'rebindWorkflow',
+            workflowId: `${REBIND_WORKFLOW_ID_PREFIX}${cmd.consumerId}`,
+            taskQueue: session.config.taskQueue,
+            args: [input],
+          },
+          // A rebind still waiting for its generation is not doubled by the next tick.
+          policies: { overlap: 'SKIP' },
+          memo: { consumerId: cmd.consumerId },
+        });
+      } catch (error) {
+        if (error instanceof ScheduleAlreadyRunning) {
+          throw new CliError('schedule_exists', `schedule ${cmd.scheduleId} already exists; delete it first to change it`);
+        }
+        throw error;
+      }
+      const when = 'cron' in cmd.timing ? `cron "${cmd.timing.cron}" (UTC)` : `every ${cmd.timing.every}`;
+      io.out(`schedule ${cmd.scheduleId} created: rebind ${cmd.consumerId} to ${JSON.stringify(cmd.filter)} ${when}`);
+      return;
+    }
+    case 'list': {
+      const rows: ScheduleSummary[] = [];
+      for await (const schedule of session.client.schedule.list()) {
+        if (schedule.action?.type !== 'startWorkflow' || schedule.action.workflowType !== 'rebindWorkflow') continue;
+        if (cmd.consumerId && schedule.memo?.consumerId !== cmd.consumerId) continue;
+        rows.push(schedule);
+      }
+      if (rows.length === 0 && !cmd.json) io.out('no rebind schedules');
+      for (const s of rows) {
+        const next = s.info.nextActionTimes[0]?.toISOString() ?? null;
+        const consumerId = typeof s.memo?.consumerId === 'string' ? s.memo.consumerId : null;
+        if (cmd.json) io.out(JSON.stringify({ scheduleId: s.scheduleId, consumerId, paused: s.state.paused, nextActionAt: next }));
+        else io.out(`${s.scheduleId}  consumer ${consumerId ?? '-'}  next ${next ?? '-'}${s.state.paused ? '  (paused)' : ''}`);
+      }
+      return;
+    }
+    case 'delete': {
+      try {
+        await session.client.schedule.getHandle(cmd.scheduleId).delete();
+      } catch (error) {
+        if (error instanceof ScheduleNotFoundError) throw new CliError('unknown_schedule', `unknown schedule "${cmd.scheduleId}"`);
+        throw error;
+      }
+      io.out(`schedule ${cmd.scheduleId} deleted`);
+      return;
+    }
+  }
+}

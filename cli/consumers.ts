@@ -1,0 +1,171 @@
+// Reading a consumer from both sides: the workflow (describe, the `status` query, the streaming activity's
+// last heartbeat) and the database (the committed checkpoint and its effects, the authority on progress).
+import { Client, Connection, WorkflowNotFoundError, type WorkflowExecutionDescription, type WorkflowHandle } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
+import type pg from 'pg';
+import type { StreamHeartbeat } from '../activities/types.js';
+import { consumerSummary, type ConsumerSummary } from '../db/index.js';
+import { consumerWorkflowId, statusQuery, type ConsumerStatus } from '../workflows/definitions.js';
+import type { CliConfig } from './config.js';
+import { CliError } from './errors.js';
+
+export const STREAM_ACTIVITY = 'consumeStream';
+/** Queries and updates need a worker to answer; past this the CLI says so instead of hanging. */
+export const ANSWER_TIMEOUT_MS = 15_000;
+
+export interface TemporalSession {
+  client: Client;
+  connection: Connection;
+  config: CliConfig;
+  close(): Promise<void>;
+}
+
+export async function connectTemporal(config: CliConfig): Promise<TemporalSession> {
+  let connection: Connection;
+  try {
+    connection = await Connection.connect({ address: config.temporal.address, connectTimeout: 5_000 });
+  } catch (error) {
+    throw new CliError(
+      'temporal_unavailable',
+      `cannot reach Temporal at ${config.temporal.address} (set TEMPORAL_ADDRESS): ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    );
+  }
+  return {
+    client: new Client({ connection, namespace: config.temporal.namespace }),
+    connection,
+    config,
+    close: () => connection.close(),
+  };
+}
+
+export interface ConsumerWorkflow {
+  handle: WorkflowHandle;
+  description: WorkflowExecutionDescription;
+}
+
+/** The consumer's workflow, or CliError unknown_consumer naming the workflow id that does not exist. */
+export async function findConsumer(session: TemporalSession, consumerId: string): Promise<ConsumerWorkflow> {
+  const workflowId = consumerWorkflowId(consumerId);
+  const handle = session.client.workflow.getHandle(workflowId);
+  try {
+    return { handle, description: await handle.describe() };
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) {
+      throw new CliError(
+        'unknown_consumer',
+        `unknown consumer "${consumerId}": no workflow ${workflowId} in namespace ${session.config.temporal.namespace}`,
+      );
+    }
+    throw error;
+  }
+}
+
+export function requireRunning(consumerId: string, workflow: ConsumerWorkflow): void {
+  const status = workflow.description.status.name;
+  if (status !== 'RUNNING') {
+    throw new CliError('not_running', `consumer "${consumerId}" is not running (its workflow ${workflow.handle.workflowId} is ${status})`);
+  }
+}
+
+/** Runs a call that needs a worker's answer, bounded: a silent task queue becomes a clear error. */
+export async function withAnswerTimeout<T>(session: TemporalSession, what: string, fn: () => Promise<T>, timeoutMs = ANSWER_TIMEOUT_MS): Promise<T> {
+  const signal = AbortSignal.timeout(timeoutMs);
+  try {
+    return await session.connection.withAbortSignal(signal, fn);
+  } catch (error) {
+    if (signal.aborted) {
+      throw new CliError(
+        'no_answer',
+        `${what}: no answer within ${timeoutMs / 1000} s; is a worker polling task queue ${session.config.taskQueue}?`,
+        { cause: error },
+      );
+    }
+    throw error;
+  }
+}
+
+/** The streaming activity's last heartbeat (position, head, counters): fresher than the workflow's copy. */
+export function streamHeartbeat(description: WorkflowExecutionDescription): StreamHeartbeat | null {
+  for (const activity of description.raw.pendingActivities ?? []) {
+    if (activity.activityType?.name !== STREAM_ACTIVITY) continue;
+    const payload = activity.heartbeatDetails?.payloads?.[0];
+    if (!payload) return null;
+    const details = defaultPayloadConverter.fromPayload(payload);
+    return isHeartbeat(details) ? details : null;
+  }
+  return null;
+}
+
+function isHeartbeat(value: unknown): value is StreamHeartbeat {
+  return typeof value === 'object' && value !== null && 'counters' in value && 'version' in value;
+}
+
+export interface ConsumerReport {
+  consumerId: string;
+  workflow: { workflowId: string; runId: string; status: string; startTime: string } | null;
+  /** null when the query went unanswered (no worker) or the workflow does not exist. */
+  status: ConsumerStatus | null;
+  statusError: string | null;
+  heartbeat: StreamHeartbeat | null;
+  /** null when DATABASE_URL is not set, or the consumer never took a lease. */
+  database: ConsumerSummary | null;
+  databaseError: string | null;
+}
+
+/** Everything `status` shows. Unknown only when neither Temporal nor the database knows the consumer. */
+export async function consumerReport(session: TemporalSession, pool: pg.Pool | null, consumerId: string): Promise<ConsumerReport> {
+  let workflow: ConsumerWorkflow | null = null;
+  try {
+    workflow = await findConsumer(session, consumerId);
+  } catch (error) {
+    if (!(error instanceof CliError && error.code === 'unknown_consumer') || pool === null) throw error;
+  }
+
+  let database: ConsumerSummary | null = null;
+  let databaseError: string | null = null;
+  if (pool) {
+    try {
+      database = await consumerSummary(pool, consumerId);
+    } catch (error) {
+      databaseError = error instanceof Error ? error.message : String(error);
+    }
+  }
+  if (!workflow && !database) {
+    throw new CliError(
+      'unknown_consumer',
+      `unknown consumer "${consumerId}": no workflow ${consumerWorkflowId(consumerId)} and no checkpoint in the database`,
+    );
+  }
+
+  let status: ConsumerStatus | null = null;
+  let statusError: string | null = null;
+  if (workflow) {
+    try {
+      status = await withAnswerTimeout(session, 'status query', () => workflow.handle.query(statusQuery), 5_000);
+    } catch (error) {
+      statusError = error instanceof Error ? error.message : String(error);
+    }
+  }
+  return {
+    consumerId,
+    workflow: workflow && {
+      workflowId: workflow.handle.workflowId,
+      runId: workflow.description.runId,
+      status: workflow.description.status.name,
+      startTime: workflow.description.startTime.toISOString(),
+    },
+    status,
+    statusError,
+    heartbeat: workflow ? streamHeartbeat(workflow.description) : null,
+    database,
+    databaseError,
+  };
+}
+
+/** Head and lag as the freshest source knows them: the heartbeat, else the workflow's counters. */
+export function headAndLag(report: ConsumerReport): { position: number | null; head: number | null; lag: number | null } {
+  const position = report.database?.state.position ?? report.heartbeat?.position ?? report.status?.committed?.position ?? null;
+  const head = report.heartbeat?.headPosition ?? report.status?.counters.lastHeadPosition ?? null;
+  return { position, head, lag: head !== null && position !== null ? Math.max(0, head - position) : null };
+}

@@ -1,0 +1,160 @@
+// `whalehunt-consumer <command>`: parse, run, exit. Exit codes: 0 done, 1 the command failed (unknown
+// consumer, rejected decision, unreachable service: the message names it), 2 a usage or configuration error.
+import { spawn } from 'node:child_process';
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { CliUsageError, commandHelp, generalHelp, parseCommand, type CliCommand } from './args.js';
+import {
+  listConsumers,
+  pauseOrResume,
+  rebind,
+  resolveBinding,
+  resolveGap,
+  resolveQuarantine,
+  scheduleRebind,
+  showStatus,
+  startConsumer,
+  type CommandIo,
+} from './commands.js';
+import { loadCliConfig } from './config.js';
+import { connectTemporal } from './consumers.js';
+import { CliError } from './errors.js';
+import { runMainJob } from './run.js';
+import { createPool } from '../db/index.js';
+
+export const EXIT_OK = 0;
+export const EXIT_FAILED = 1;
+export const EXIT_USAGE = 2;
+
+const SIMULATOR_MAIN = fileURLToPath(new URL('../simulator/main.ts', import.meta.url));
+
+export interface CliIo extends CommandIo {
+  err(text: string): void;
+}
+
+const processIo: CliIo = {
+  out: (text) => void process.stdout.write(`${text}\n`),
+  err: (text) => void process.stderr.write(`${text}\n`),
+};
+
+export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = process.env, io: CliIo = processIo): Promise<number> {
+  let command: CliCommand;
+  try {
+    command = parseCommand(argv);
+  } catch (error) {
+    if (!(error instanceof CliUsageError)) throw error;
+    io.err(`error: ${error.message}`);
+    io.err(error.command ? `see: whalehunt-consumer ${error.command} --help` : 'see: whalehunt-consumer --help');
+    return EXIT_USAGE;
+  }
+
+  try {
+    return await execute(command, env, io);
+  } catch (error) {
+    if (error instanceof CliError) {
+      io.err(`error (${error.code}): ${error.message}`);
+      return error.code === 'config_invalid' ? EXIT_USAGE : EXIT_FAILED;
+    }
+    io.err(`error: ${error instanceof Error ? error.message : String(error)}`);
+    return EXIT_FAILED;
+  }
+}
+
+async function execute(command: CliCommand, env: NodeJS.ProcessEnv, io: CliIo): Promise<number> {
+  switch (command.command) {
+    case 'help':
+      io.out(command.topic ? commandHelp(command.topic) : generalHelp());
+      return EXIT_OK;
+    case 'sim':
+      return runSimulator(command.args);
+    case 'run':
+      return runMainJob(command, env, io);
+    default:
+      break;
+  }
+
+  const config = loadCliConfig(env);
+  const session = await connectTemporal(config);
+  try {
+    switch (command.command) {
+      case 'start':
+        await startConsumer(session, command, io);
+        break;
+      case 'status': {
+        const pool = config.databaseUrl ? createPool(config.databaseUrl, { max: 1 }) : null;
+        try {
+          await showStatus(session, pool, command, io);
+        } finally {
+          await pool?.end();
+        }
+        break;
+      }
+      case 'resolve-gap':
+        await resolveGap(session, command, io);
+        break;
+      case 'resolve-binding':
+        await resolveBinding(session, command, io);
+        break;
+      case 'resolve-quarantine':
+        await resolveQuarantine(session, command, io);
+        break;
+      case 'rebind':
+        await rebind(session, command, io);
+        break;
+      case 'schedule-rebind':
+        await scheduleRebind(session, command, io);
+        break;
+      case 'pause':
+      case 'resume':
+        await pauseOrResume(session, command, io);
+        break;
+      case 'list':
+        await listConsumers(session, command, io);
+        break;
+    }
+    return EXIT_OK;
+  } finally {
+    await session.close();
+  }
+}
+
+/** `sim` is the simulator's own entry point, run as a child so its flags and signals stay its own. */
+function runSimulator(args: string[]): Promise<number> {
+  return new Promise((resolveExit) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', SIMULATOR_MAIN, ...args], { stdio: 'inherit' });
+    // The terminal's Ctrl-C reaches the child directly (same process group); just outlive it.
+    const ignore = (): void => undefined;
+    process.on('SIGINT', ignore);
+    process.on('SIGTERM', ignore);
+    child.once('error', (error) => {
+      process.stderr.write(`error: could not start the simulator: ${error.message}\n`);
+      resolveExit(EXIT_FAILED);
+    });
+    child.once('exit', (code, signal) => {
+      process.off('SIGINT', ignore);
+      process.off('SIGTERM', ignore);
+      resolveExit(code ?? (signal ? EXIT_FAILED : EXIT_OK));
+    });
+  });
+}
+
+function isEntryPoint(): boolean {
+  const script = process.argv[1];
+  if (!script) return false;
+  try {
+    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+
+if (isEntryPoint()) {
+  main(process.argv.slice(2)).then(
+    // Exit explicitly: native Temporal handles must not keep a finished command alive.
+    (code) => process.exit(code),
+    (error: unknown) => {
+      process.stderr.write(`error: ${error instanceof Error ? error.message : String(error)}\n`);
+      process.exit(EXIT_FAILED);
+    },
+  );
+}

@@ -167,6 +167,17 @@ export function waitForPhase(handle: ConsumerHandle, phase: ConsumerPhase, timeo
   return waitForStatus(handle, `phase ${phase}`, (s) => s.phase === phase, timeoutMs);
 }
 
+/** The message of the failure an update was rejected with (its validator's or handler's error); throws if it was accepted. */
+export async function updateRejection(update: Promise<unknown>): Promise<string> {
+  const outcome = await update.then(
+    () => null,
+    (error: unknown) => error,
+  );
+  if (outcome === null) throw new Error('the update was accepted, expected a rejection');
+  if (!(outcome instanceof Error)) throw new Error('the update failed with something that is not an Error', { cause: outcome });
+  return outcome.cause instanceof Error ? outcome.cause.message : outcome.message;
+}
+
 /** Rejects with a named timeout when `promise` (e.g. a server's waitForAck) does not settle in time. */
 export async function within<T>(promise: Promise<T>, ms: number, description: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;

@@ -9,15 +9,9 @@ import { Session, type SessionAction, type SessionStop } from '../protocol/sessi
 import { SessionFence } from '../protocol/session-fence.js';
 import type { StagingLimits } from '../protocol/staging.js';
 import type { ActionRules, CheckpointPlan, CommittedState, QuarantinePolicy } from '../protocol/types.js';
+import type { CommitResult } from '../db/commit.js';
 import { ConflictingEvent, Fenced, HeldQuarantine, InvalidPlan } from '../db/errors.js';
 import type { CheckpointSummary, ConsumeOutcome, ConsumeStreamInput, StreamCounters, StreamHeartbeat } from './types.js';
-
-/** What this core needs from a commit's result; db's CommitResult satisfies it. */
-export interface CommitResultLike {
-  version: number;
-  eventsApplied?: number;
-  duplicates?: number;
-}
 
 export interface ConsumeStreamLog {
   info(msg: string, fields?: Record<string, unknown>): void;
@@ -41,7 +35,7 @@ export interface ConsumeStreamDeps {
   /** db functions bound to a pool */
   store: {
     acquireLease(consumerId: string): Promise<CommittedState>;
-    commitCheckpoint(plan: CheckpointPlan): Promise<CommitResultLike>;
+    commitCheckpoint(plan: CheckpointPlan): Promise<CommitResult>;
   };
   config: ConsumeStreamConfig;
   log: ConsumeStreamLog;
@@ -172,15 +166,13 @@ class StreamRun {
       for (;;) {
         if (this.ctx.signal.aborted) return this.#outcome({ kind: 'cancelled' });
         if (this.#leaseExpired) return this.#outcome({ kind: 'lease_expired' });
-        // Once anything committed in this run, the new binding is saved: every later session resumes it.
+        // After a commit in this run, reconnect from the newly committed token (and its saved binding).
         const end = await this.#connect(this.#committedThisRun ? this.#resumeStart() : start);
         if (end.kind === 'outcome') return end.outcome;
         if (end.kind === 'throw') throw end.error;
-        if (end.kind === 'finished') {
-          // The lease ran out right after the new binding's first commit: still report the rebind.
-          if (this.#committedThisRun && start.returnsRebound) return this.#outcome({ kind: 'rebound', generation: this.#state.generation ?? 0 });
-          continue;
-        }
+        // The new binding committed, though the connection then ended another way (lease, drop): report it.
+        if (this.#committedThisRun && start.returnsRebound) return this.#outcome({ kind: 'rebound', generation: this.#state.generation ?? 0 });
+        if (end.kind === 'finished') continue;
         failures = end.progressed ? 1 : failures + 1;
         if (failures > reconnect.maxAttempts) {
           throw new StreamTransportError(end.code, `stream failed ${failures} times in a row without progress; last: ${end.message}`);
@@ -317,7 +309,7 @@ class StreamRun {
       };
 
       const commit = async (plan: CheckpointPlan): Promise<void> => {
-        let committed: CommitResultLike;
+        let committed: CommitResult;
         try {
           committed = await deps.store.commitCheckpoint(plan);
         } catch (error) {
@@ -426,7 +418,7 @@ class StreamRun {
     end({ kind: 'throw', error: error instanceof Error ? error : new Error(String(error)) });
   }
 
-  #recordCommit(plan: CheckpointPlan, committed: CommitResultLike): void {
+  #recordCommit(plan: CheckpointPlan, committed: CommitResult): void {
     this.#committedThisRun = true;
     this.#state = {
       ...this.#state,
@@ -441,8 +433,8 @@ class StreamRun {
     };
     const counters = this.#counters;
     counters.checkpointsCommitted += 1;
-    counters.eventsApplied += committed.eventsApplied ?? 0;
-    counters.duplicates += committed.duplicates ?? 0;
+    counters.eventsApplied += committed.applied;
+    counters.duplicates += committed.duplicates;
     counters.lastCommitAt = new Date().toISOString();
     this.#heartbeat();
   }

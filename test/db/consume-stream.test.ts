@@ -1,0 +1,217 @@
+// The streaming core end to end: a real ReferenceStreamServer, real Postgres, the real commit path.
+import { afterEach, describe, expect, it } from 'vitest';
+import { DatabaseBehind, LeaseLost, StreamTransportError } from '../../activities/consume-stream.js';
+import { acquireLease } from '../../db/index.js';
+import type { ReferenceStreamServer } from '../../simulator/server.js';
+import { useTestDatabase } from '../support/db.js';
+import { API_KEY, allEvents, foldExecutions, journal, makeRun, resumeToHead, savedEffects, startServer } from './consume-stream-support.js';
+
+const db = useTestDatabase();
+let servers: ReferenceStreamServer[] = [];
+afterEach(async () => {
+  await Promise.all(servers.map((s) => s.close()));
+  servers = [];
+});
+
+async function server(...args: Parameters<typeof startServer>): Promise<ReferenceStreamServer> {
+  const s = await startServer(...args);
+  servers.push(s);
+  return s;
+}
+
+const everything = {};
+const acksOf = (s: ReferenceStreamServer, consumerId: string) => s.acks.filter((a) => a.consumerId === consumerId).map((a) => a.position);
+
+describe('consumeStream end to end', () => {
+  it('streams a journal: every effect once, C = the last checkpoint, one ACK per commit', async () => {
+    const s = await server({ journal: journal() });
+    const run = makeRun(db.pool, s, 'c-e2e');
+
+    const first = await run.consume({ mode: 'from_floor', filter: everything });
+    expect(first).toMatchObject({ kind: 'rebound', generation: 1, committed: { generation: 1, version: 1 } });
+
+    const outcome = await resumeToHead(run, s, 'c-e2e');
+    expect(outcome.kind).toBe('cancelled');
+    const { state, executions, receiptIds } = await savedEffects(db.pool, 'c-e2e');
+    expect(state.checkpoint?.position).toBe(s.journal.head);
+    expect(outcome.committed).toMatchObject({ position: s.journal.head, version: state.checkpoint!.version, token: state.checkpoint!.token });
+    expect(executions).toEqual(foldExecutions(s.journal));
+    expect(receiptIds).toEqual(allEvents(s.journal).map((e) => e.eventId).sort());
+    expect(acksOf(s, 'c-e2e')).toEqual(run.committed);
+    expect(s.rejectedAcks).toEqual([]);
+    // heartbeats carry progress only
+    const last = run.heartbeats.at(-1)!;
+    expect(last).toMatchObject({ position: s.journal.head, generation: 1 });
+    expect(JSON.stringify(run.heartbeats)).not.toContain(API_KEY);
+  });
+
+  it('resumes from the committed token after the socket drops mid-stream; effects once', async () => {
+    const j = journal();
+    const s = await server({ journal: j });
+    const run = makeRun(db.pool, s, 'c-drop');
+    await run.consume({ mode: 'from_floor', filter: everything });
+    // Armed now: the first connection may have been sent the whole replay before it was closed.
+    s.faults.dropAtPosition = Math.floor(j.head / 2);
+
+    await resumeToHead(run, s, 'c-drop');
+    expect(s.connections.length).toBeGreaterThanOrEqual(3);
+    // every resume started exactly at what was committed before it
+    const resumes = s.subscriptions.filter((x) => x.consumerId === 'c-drop' && x.mode === 'resume');
+    for (const r of resumes) expect([0, ...run.committed]).toContain(r.startPosition);
+    const { executions, receiptIds } = await savedEffects(db.pool, 'c-drop');
+    expect(executions).toEqual(foldExecutions(s.journal));
+    expect(receiptIds).toHaveLength(allEvents(s.journal).length);
+    expect(run.logs.some((l) => l.msg.includes('reconnecting'))).toBe(true);
+  });
+
+  it('an explicit start reports rebound after its first commit even when the socket then drops', async () => {
+    const j = journal();
+    const s = await server({ journal: j, faults: { dropAtPosition: Math.floor(j.head / 2) } });
+    const run = makeRun(db.pool, s, 'c-rebound-drop');
+    const outcome = await run.consume({ mode: 'from_floor', filter: everything });
+    expect(outcome).toMatchObject({ kind: 'rebound', generation: 1, committed: { position: run.committed.at(-1) } });
+    expect(run.committed.length).toBeGreaterThanOrEqual(1);
+  });
+
+  it('drops a session whose frameSequence repeats: nothing of it is committed or ACKed, then resumes', async () => {
+    const s = await server({ journal: journal() });
+    const run = makeRun(db.pool, s, 'c-seq');
+    await run.consume({ mode: 'from_floor', filter: everything });
+    s.faults.frameSequence = { mode: 'duplicate', atFrame: 6 };
+    await resumeToHead(run, s, 'c-seq');
+
+    const violation = run.logs.find((l) => l.level === 'error' && l.msg.startsWith('dropping the stream session'));
+    expect(String(violation?.fields?.error)).toMatch(/frameSequence/);
+    expect(acksOf(s, 'c-seq')).toEqual(run.committed);
+    expect(s.rejectedAcks).toEqual([]);
+    expect((await savedEffects(db.pool, 'c-seq')).executions).toEqual(foldExecutions(s.journal));
+  });
+
+  it('commits and ACKs a zero-match checkpoint', async () => {
+    const s = await server({ journal: journal(12) });
+    const run = makeRun(db.pool, s, 'c-zero');
+    const outcome = await run.consume({ mode: 'from_floor', filter: { wallets: ['nobody-trades-here'] } });
+    expect(outcome.kind).toBe('rebound');
+    const { state, receiptIds } = await savedEffects(db.pool, 'c-zero');
+    expect(state.checkpoint?.position).toBe(run.committed[0]);
+    expect(receiptIds).toEqual([]);
+    expect(acksOf(s, 'c-zero')).toEqual(run.committed);
+  });
+
+  it('a conflicting event refuses the checkpoint: no commit, no ACK, failed conflicting_event', async () => {
+    const j = journal();
+    const s = await server({ journal: j });
+    const run = makeRun(db.pool, s, 'c-conflict');
+    await run.consume({ mode: 'from_floor', filter: everything });
+    s.faults.conflictingEventAt = Math.floor(j.head / 2);
+    const before = await savedEffects(db.pool, 'c-conflict');
+
+    const outcome = await run.consume({ mode: 'resume' });
+    expect(outcome).toMatchObject({ kind: 'failed', code: 'conflicting_event' });
+    const after = await savedEffects(db.pool, 'c-conflict');
+    expect(after.state.checkpoint?.position).toBe(outcome.committed.position);
+    expect(after.state.checkpoint!.position!).toBeLessThan(j.head);
+    expect(after.state.checkpoint!.position!).toBeGreaterThanOrEqual(before.state.checkpoint!.position!);
+    expect(acksOf(s, 'c-conflict')).toEqual(run.committed);
+  });
+
+  it('rejects an oversize frame with a clear error, loses nothing committed and resumes', async () => {
+    const j = journal();
+    const s = await server({ journal: j, maxFrameBytes: 64 * 1024 });
+    const run = makeRun(db.pool, s, 'c-big');
+    await run.consume({ mode: 'from_floor', filter: everything });
+    s.faults.oversizeFrameAt = Math.floor(j.head / 2);
+    await resumeToHead(run, s, 'c-big');
+
+    const rejected = run.logs.find((l) => l.msg === 'rejected a server frame');
+    expect(rejected?.fields).toMatchObject({ code: 'frame_too_large' });
+    expect((await savedEffects(db.pool, 'c-big')).executions).toEqual(foldExecutions(s.journal));
+    expect(acksOf(s, 'c-big')).toEqual(run.committed);
+  });
+
+  it('returns reset_required with the saved token kept when the cursor expired', async () => {
+    const j = journal();
+    const s = await server({ journal: j });
+    const run = makeRun(db.pool, s, 'c-reset');
+    await run.consume({ mode: 'from_floor', filter: everything });
+    const saved = (await savedEffects(db.pool, 'c-reset')).state.checkpoint!;
+    j.setRetentionFloor(j.head);
+
+    const outcome = await run.consume({ mode: 'resume' });
+    expect(outcome).toMatchObject({ kind: 'reset_required', reason: 'cursor_expired', refusedToken: saved.token, committed: { token: saved.token, position: saved.position } });
+    const after = (await savedEffects(db.pool, 'c-reset')).state.checkpoint!;
+    expect({ token: after.token, position: after.position }).toEqual({ token: saved.token, position: saved.position });
+  });
+
+  it('returns held_quarantine for an unsupported kind and does not advance', async () => {
+    const j = journal();
+    const s = await server({ journal: j, faults: { unknownKindAt: 1 } });
+    const run = makeRun(db.pool, s, 'c-held');
+    const outcome = await run.consume({ mode: 'from_floor', filter: everything });
+    expect(outcome).toMatchObject({ kind: 'held_quarantine', committed: { position: null } });
+    if (outcome.kind !== 'held_quarantine') return;
+    expect(outcome.items[0]).toMatchObject({ kind: 'market_resolution', reason: 'unsupported_kind' });
+    expect(acksOf(s, 'c-held')).toEqual([]);
+  });
+});
+
+describe('consumeStream stops and failures', () => {
+  it('a wrong API key fails unauthorized and the key appears in no log line or outcome', async () => {
+    const s = await server({ journal: journal(5) });
+    const run = makeRun(db.pool, s, 'c-unauth');
+    const secret = 'wrong-key-never-logged-91b2';
+    run.deps.config.apiKey = secret;
+    const outcome = await run.consume({ mode: 'from_floor', filter: everything });
+    expect(outcome).toMatchObject({ kind: 'failed', code: 'unauthorized' });
+    expect(JSON.stringify({ outcome, logs: run.logs, heartbeats: run.heartbeats })).not.toContain(secret);
+  });
+
+  it('overloaded is thrown as a StreamTransportError carrying retryAfterMs', async () => {
+    const s = await server({ journal: journal(5), faults: { overloadSubscribes: { count: 1, retryAfterMs: 1234 } } });
+    const run = makeRun(db.pool, s, 'c-overload');
+    const error = await run.consume({ mode: 'from_floor', filter: everything }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StreamTransportError);
+    expect(error).toMatchObject({ code: 'overloaded', retryAfterMs: 1234 });
+  });
+
+  it('a lost lease (another attempt took it) throws LeaseLost and never ACKs that checkpoint', async () => {
+    const s = await server({ journal: journal() });
+    const zombie = makeRun(db.pool, s, 'c-zombie', {
+      hooks: {
+        // A newer attempt acquires the lease while this one stages its first batch.
+        afterStage: async () => {
+          await acquireLease(db.pool, 'c-zombie');
+        },
+      },
+    });
+    const error = await zombie.consume({ mode: 'from_floor', filter: everything }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LeaseLost);
+    expect(zombie.committed).toEqual([]);
+    expect(acksOf(s, 'c-zombie')).toEqual([]);
+  });
+
+  it('refuses to run on a database behind the workflow copy', async () => {
+    const s = await server({ journal: journal(5) });
+    const run = makeRun(db.pool, s, 'c-behind');
+    const error = await run.consume({ mode: 'resume' }, { expected: { position: 9, token: 't', generation: 1, version: 40, filterHash: null } }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DatabaseBehind);
+    expect(s.connections).toEqual([]);
+  });
+
+  it('a first start that is resume is a config failure: the first start must be explicit', async () => {
+    const s = await server({ journal: journal(5) });
+    const outcome = await makeRun(db.pool, s, 'c-first').consume({ mode: 'resume' });
+    expect(outcome).toMatchObject({ kind: 'failed', code: 'config' });
+    expect(s.connections).toEqual([]);
+  });
+
+  it('gives up after maxAttempts failed connections with a StreamTransportError', async () => {
+    const s = await server({ journal: journal(5) });
+    const run = makeRun(db.pool, s, 'c-down');
+    run.deps.config.url = s.url.replace(/:\d+\//, ':1/');
+    const error = await run.consume({ mode: 'from_floor', filter: everything }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StreamTransportError);
+    expect(error).toMatchObject({ code: 'connection_lost' });
+    expect(run.logs.filter((l) => l.msg.includes('reconnecting'))).toHaveLength(3);
+  });
+});

@@ -39,7 +39,7 @@ type Outcome = { kind: 'committed'; result: CommitResult } | { kind: 'held'; hel
  * recorded as held; the checkpoint did not move), InvalidPlan (nothing written), StorageFailure.
  */
 export async function commitCheckpoint(pool: pg.Pool, plan: CheckpointPlan): Promise<CommitResult> {
-  validatePlanShape(plan);
+  const parsed = validatePlanShape(plan);
   const outcome = await inTransaction(pool, 'commitCheckpoint', plan.consumerId, async (client): Promise<Outcome> => {
     const saved = await lockCheckpoint(client, plan.consumerId);
     if (!saved || saved.leaseEpoch !== plan.fence.leaseEpoch || saved.version !== plan.fence.version) {
@@ -48,7 +48,7 @@ export async function commitCheckpoint(pool: pg.Pool, plan: CheckpointPlan): Pro
     validatePlanAgainstSaved(plan, saved);
 
     const existing = await readExisting(client, plan);
-    const decision = decideCommit(plan, existing);
+    const decision = decideCommit(plan, existing, parsed);
     if (decision.outcome === 'conflict') {
       throw new ConflictingEvent(decision.eventId, decision.savedHash, decision.incomingHash);
     }
@@ -113,9 +113,10 @@ async function readExisting(client: pg.PoolClient, plan: CheckpointPlan) {
     tx_hash: string;
     first_position: string;
     last_position: string;
+    event_id: string;
   }>(
     `SELECT entity_id, revision, market, asset, side, price::text, size::text, notional::text, wallet, tx_hash,
-            first_position, last_position
+            first_position, last_position, event_id
        FROM executions
       WHERE consumer_id = $1 AND entity_id = ANY($2::text[])`,
     [plan.consumerId, entityIds],
@@ -134,6 +135,7 @@ async function readExisting(client: pg.PoolClient, plan: CheckpointPlan) {
       txHash: row.tx_hash,
       firstPosition: Number(row.first_position),
       lastPosition: Number(row.last_position),
+      eventId: row.event_id,
     });
   }
   return { receipts, quarantine, executions };
@@ -187,13 +189,14 @@ async function writeCommit(client: pg.PoolClient, plan: CheckpointPlan, writes: 
     // rows read above is the state to store: a plain overwrite, no read-modify-write in SQL.
     await client.query(
       `INSERT INTO executions (consumer_id, entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash,
-                               first_position, last_position)
+                               first_position, last_position, event_id)
        SELECT $1, * FROM unnest($2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::numeric[], $8::numeric[],
-                                $9::numeric[], $10::text[], $11::text[], $12::bigint[], $13::bigint[])
+                                $9::numeric[], $10::text[], $11::text[], $12::bigint[], $13::bigint[], $14::text[])
        ON CONFLICT (consumer_id, entity_id) DO UPDATE
           SET revision = EXCLUDED.revision, market = EXCLUDED.market, asset = EXCLUDED.asset, side = EXCLUDED.side,
               price = EXCLUDED.price, size = EXCLUDED.size, notional = EXCLUDED.notional, wallet = EXCLUDED.wallet,
-              tx_hash = EXCLUDED.tx_hash, last_position = EXCLUDED.last_position, updated_at = now()`,
+              tx_hash = EXCLUDED.tx_hash, last_position = EXCLUDED.last_position, event_id = EXCLUDED.event_id,
+              updated_at = now()`,
       [
         consumerId,
         executions.map((e) => e.entityId),
@@ -208,8 +211,12 @@ async function writeCommit(client: pg.PoolClient, plan: CheckpointPlan, writes: 
         executions.map((e) => e.txHash),
         executions.map((e) => e.firstPosition),
         executions.map((e) => e.lastPosition),
+        executions.map((e) => e.eventId),
       ],
     );
+  }
+
+  if (revisions.length > 0) {
     await client.query(
       `INSERT INTO execution_revisions (consumer_id, entity_id, revision, event_id, position, market, asset, side, price, size,
                                         notional, wallet, tx_hash)

@@ -33,6 +33,8 @@ export interface ExecutionState {
   txHash: string;
   firstPosition: number;
   lastPosition: number;
+  /** The event that produced this revision. */
+  eventId: string;
 }
 
 /** What the read step found for the plan's eventIds and entityIds. */
@@ -50,8 +52,8 @@ export interface ReceiptWrite {
   outcome: ReceiptOutcome;
 }
 
+/** A superseded revision: the state a correction replaced, with the event and position that had produced it. */
 export interface RevisionWrite extends Omit<ExecutionState, 'firstPosition' | 'lastPosition'> {
-  eventId: string;
   position: number;
 }
 
@@ -81,6 +83,7 @@ export interface CommitWrites {
   receipts: ReceiptWrite[];
   /** Final state of each execution the plan changed. */
   executions: ExecutionState[];
+  /** Superseded revisions, in the order they were replaced. */
   revisions: RevisionWrite[];
   /** Non-zero deltas, one per market. */
   marketDeltas: MarketDelta[];
@@ -114,12 +117,19 @@ function tradeData(event: StagedEvent): TradeData | null {
   return parsed.success ? parsed.data : null;
 }
 
+/** Parsed trade data aligned with plan.events (null for unsupported kinds and unparseable data). */
+export type ParsedEventData = readonly (TradeData | null)[];
+
+export function parseEventData(plan: CheckpointPlan): ParsedEventData {
+  return plan.events.map((event) => (isSupportedKind(event.kind) ? tradeData(event) : null));
+}
+
 /**
  * Folds the plan's events, in journal order, over the saved rows. Events of one plan see each other's effects
  * (a trade and its correction in the same checkpoint). Throws InvalidPlan for a supported kind whose data does
  * not parse (validatePlanShape rejects that first; this keeps the function total on its own).
  */
-export function decideCommit(plan: CheckpointPlan, existing: ExistingRows): CommitDecision {
+export function decideCommit(plan: CheckpointPlan, existing: ExistingRows, parsed: ParsedEventData = parseEventData(plan)): CommitDecision {
   const executions = new Map<string, ExecutionState>();
   const changed = new Set<string>();
   const seenInPlan = new Map<string, string>();
@@ -142,7 +152,7 @@ export function decideCommit(plan: CheckpointPlan, existing: ExistingRows): Comm
     deltas.set(market, entry);
   };
 
-  for (const event of plan.events) {
+  for (const [index, event] of plan.events.entries()) {
     const receipt = (outcome: ReceiptOutcome) =>
       receipts.push({ eventId: event.eventId, contentHash: event.contentHash, position: event.position, ordinal: event.ordinal, outcome });
 
@@ -183,7 +193,7 @@ export function decideCommit(plan: CheckpointPlan, existing: ExistingRows): Comm
       quarantineAs('unsupported_kind');
       continue;
     }
-    const data = tradeData(event);
+    const data = parsed[index] ?? null;
     if (data === null) throw new InvalidPlan(`event ${event.eventId}: ${event.kind} data is not a valid trade`);
     const before = current(event.entityId);
 
@@ -211,19 +221,23 @@ export function decideCommit(plan: CheckpointPlan, existing: ExistingRows): Comm
       txHash: data.txHash,
       firstPosition: before?.firstPosition ?? event.position,
       lastPosition: event.position,
+      eventId: event.eventId,
     };
     if (before) addDelta(before.market, before.notional, 1, -1);
     addDelta(after.market, after.notional, 1, 1);
     executions.set(event.entityId, after);
     changed.add(event.entityId);
-    const { firstPosition: _first, lastPosition: _last, ...revisionState } = after;
-    revisions.push({ ...revisionState, eventId: event.eventId, position: event.position });
+    if (before) {
+      const { firstPosition: _first, lastPosition, ...superseded } = before;
+      revisions.push({ ...superseded, position: lastPosition });
+    }
     if (alertThreshold !== null && compareDecimal(parseDecimal(after.notional), alertThreshold) >= 0) {
+      const { firstPosition: _first, lastPosition: _last, ...state } = after;
       outbox.push({
         idempotencyKey: outboxKey(WHALE_ALERT, event.eventId),
         eventId: event.eventId,
         action: WHALE_ALERT,
-        payload: { kind: event.kind, ...revisionState },
+        payload: { kind: event.kind, position: event.position, ...state },
       });
     }
     receipt('applied');
@@ -271,8 +285,11 @@ export interface SavedCheckpoint {
   abandoned: boolean;
 }
 
-/** Checks a plan on its own; throws InvalidPlan naming the first problem. Nothing has been written yet. */
-export function validatePlanShape(plan: CheckpointPlan): void {
+/**
+ * Checks a plan on its own; throws InvalidPlan naming the first problem. Nothing has been written yet.
+ * Returns the events' parsed trade data for decideCommit, so each event's data is parsed once.
+ */
+export function validatePlanShape(plan: CheckpointPlan): ParsedEventData {
   const fail = (reason: string): never => {
     throw new InvalidPlan(reason);
   };
@@ -284,8 +301,9 @@ export function validatePlanShape(plan: CheckpointPlan): void {
     fail(`checkpoint generation ${checkpoint.generation} differs from the binding generation ${binding.generation}`);
   }
   if (!Number.isSafeInteger(checkpoint.generation) || checkpoint.generation < 1) fail(`generation ${checkpoint.generation} is not a positive integer`);
+  const parsed = parseEventData(plan);
   let previous: StagedEvent | undefined;
-  for (const event of plan.events) {
+  for (const [index, event] of plan.events.entries()) {
     if (!Number.isSafeInteger(event.position) || event.position < 1 || !Number.isSafeInteger(event.ordinal) || event.ordinal < 1) {
       fail(`event ${event.eventId} has position ${event.position} ordinal ${event.ordinal}: both must be positive integers`);
     }
@@ -297,7 +315,7 @@ export function validatePlanShape(plan: CheckpointPlan): void {
     }
     if (event.position > checkpoint.position) fail(`event ${event.eventId} at ${event.position} is beyond the checkpoint position ${checkpoint.position}`);
     if (event.eventId.length === 0 || event.contentHash.length === 0) fail(`an event at ${event.position} has an empty eventId or content hash`);
-    if (isSupportedKind(event.kind) && tradeData(event) === null) fail(`event ${event.eventId}: ${event.kind} data is not a valid trade`);
+    if (isSupportedKind(event.kind) && parsed[index] === null) fail(`event ${event.eventId}: ${event.kind} data is not a valid trade`);
     previous = event;
   }
   for (const notice of plan.qualityNotices) {
@@ -305,6 +323,7 @@ export function validatePlanShape(plan: CheckpointPlan): void {
       fail(`quality notice for ${notice.scope} at ${notice.position} is outside 0..${checkpoint.position}`);
     }
   }
+  return parsed;
 }
 
 /**

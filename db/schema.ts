@@ -97,16 +97,19 @@ export const executions = pgTable(
     txHash: text('tx_hash').notNull(),
     firstPosition: bigint('first_position', { mode: 'number' }).notNull(),
     lastPosition: bigint('last_position', { mode: 'number' }).notNull(),
+    /** The event that produced the current revision. */
+    eventId: text('event_id').notNull(),
     updatedAt: updatedAt(),
   },
-  (t) => [
-    primaryKey({ columns: [t.consumerId, t.entityId] }),
-    index('executions_market_idx').on(t.consumerId, t.market),
-    index('executions_wallet_idx').on(t.consumerId, t.wallet),
-  ],
+  // Only the primary key: the commit reads and writes executions by (consumer, entity) and nothing else is hot;
+  // every extra index is paid by every trade of every checkpoint.
+  (t) => [primaryKey({ columns: [t.consumerId, t.entityId] })],
 );
 
-/** Every applied revision of every execution (the trade is revision 1). */
+/**
+ * Superseded revisions: a correction moves the state it replaces here. The full history of an execution is
+ * these rows plus its current row in `executions`; a trade that is never corrected writes nothing here.
+ */
 export const executionRevisions = pgTable(
   'execution_revisions',
   {

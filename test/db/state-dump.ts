@@ -14,6 +14,7 @@ export interface SavedState {
   checkpoint: { position: number | null; token: string | null; generation: number | null; version: number; leaseEpoch: number } | null;
   receipts: { eventId: string; outcome: string }[];
   executions: ExecutionRow[];
+  /** every applied revision of every execution, superseded and current */
   revisions: { entityId: string; revision: number; eventId: string; notional: string }[];
   /** market → "volume/count", volume normalised (trailing zeros stripped) */
   volumes: Record<string, string>;
@@ -54,7 +55,11 @@ export async function dumpState(pool: pg.Pool, consumerId: string): Promise<Save
     ).map((r) => ({ entityId: r.entity_id, revision: r.revision, market: r.market, price: norm(r.price), size: norm(r.size), notional: norm(r.notional) })),
     revisions: (
       await q<{ entity_id: string; revision: number; event_id: string; notional: string }>(
-        'SELECT entity_id, revision, event_id, notional::text FROM execution_revisions WHERE consumer_id = $1 ORDER BY entity_id, revision',
+        // The full history: superseded revisions plus each execution's current one.
+        `SELECT entity_id, revision, event_id, notional::text FROM execution_revisions WHERE consumer_id = $1
+         UNION ALL
+         SELECT entity_id, revision, event_id, notional::text FROM executions WHERE consumer_id = $1
+         ORDER BY entity_id, revision`,
       )
     ).map((r) => ({ entityId: r.entity_id, revision: r.revision, eventId: r.event_id, notional: norm(r.notional) })),
     volumes: Object.fromEntries(

@@ -43,7 +43,7 @@ describe('decideCommit rules', () => {
     const writes = committed(makePlan('c', { fence: FENCE, position: 2, events: [trade(1, 'x', { price: '0.5', size: '10' }), correction(2, 'x', 2, { price: '0.7', size: '10' })] }));
     expect(writes.executions).toEqual([expect.objectContaining({ entityId: 'x', revision: 2, notional: '7', firstPosition: 1, lastPosition: 2 })]);
     expect(writes.marketDeltas).toEqual([{ market: 'm-1', volume: '7', count: 1 }]);
-    expect(writes.revisions.map((r) => r.revision)).toEqual([1, 2]);
+    expect(writes.revisions.map((r) => [r.revision, r.notional, r.eventId])).toEqual([[1, '5', 'ev-1-1']]); // superseded only
     expect(writes.counts).toEqual({ applied: 2, duplicates: 0, noEffect: 0, quarantined: 0 });
   });
 

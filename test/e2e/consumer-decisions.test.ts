@@ -33,6 +33,7 @@ describe('reset_required waits for an explicit decision', () => {
   const res = useResources();
 
   it('expired cursor: stops with the token kept, is found by phase, rejects invalid updates, and from_floor (signal) resumes at the floor', async () => {
+    let tokenAt4: string | undefined;
     const journal = journalOf([1, 2, 3, 4].map((i) => ({ events: [trade(`g${i}`, 'mA', '0.5', '2')] })));
     await withConsumerStack(res, db, { journal }, async ({ server, client, startConsumer }) => {
       const handle = await startConsumer({ consumerId: 'gap-1' });
@@ -46,6 +47,7 @@ describe('reset_required waits for an explicit decision', () => {
       journal.setRetentionFloor(7);
       const before = await checkpointRow('gap-1');
       expect(before.position).toBe(4);
+      tokenAt4 = before.token;
 
       await handle.signal(resumeSignal, { actor: 'ops', reason: 'maintenance over' });
       const waiting = await waitForPhase(handle, 'awaiting_gap_decision');
@@ -81,10 +83,12 @@ describe('reset_required waits for an explicit decision', () => {
     });
     expect(await checkpointRow('gap-1')).toMatchObject({ position: 8 });
     expect(await executionIds('gap-1')).toEqual(['g1', 'g2', 'g3', 'g4', 'g7', 'g8']);
-    const { rows: decisions } = await db.pool.query('SELECT kind, decision, actor, reason, replaced_token FROM decisions WHERE consumer_id = $1', ['gap-1']);
-    expect(decisions).toEqual([
-      { kind: 'gap', decision: 'from_floor', actor: 'ops', reason: 'positions 5-6 are gone; accept the gap', replaced_token: expect.any(String) },
-    ]);
+    const { rows: decisions } = await db.pool.query<{ kind: string; decision: string; actor: string; reason: string; replaced_token: string | null }>(
+      'SELECT kind, decision, actor, reason, replaced_token FROM decisions WHERE consumer_id = $1',
+      ['gap-1'],
+    );
+    // The audit row names who, why, and the token the decision replaced (the one saved at position 4).
+    expect(decisions).toEqual([{ kind: 'gap', decision: 'from_floor', actor: 'ops', reason: 'positions 5-6 are gone; accept the gap', replaced_token: tokenAt4 }]);
   });
 
   it('rebuilt history: an update decides from_floor, the replay of already applied events adds no effect (duplicates)', async () => {

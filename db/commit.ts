@@ -2,8 +2,9 @@
 //   read   — fence on the checkpoint row (FOR UPDATE: every mutation of a consumer serialises here), then one
 //            query for the receipts/quarantine of the plan's eventIds and one for the executions of its entityIds;
 //   decide — decideCommit(), pure;
-//   write  — set-based statements (unnest arrays, ON CONFLICT), one per table, then the checkpoint row.
-// A 1,000-event checkpoint is a dozen round trips whatever its size.
+//   write  — one statement of set-based data-modifying CTEs (unnest arrays, ON CONFLICT), ending with the
+//            checkpoint row.
+// BEGIN, lock, two reads, one write, COMMIT: six round trips whatever the size of the checkpoint.
 import type pg from 'pg';
 import type { CheckpointPlan } from '../protocol/types.js';
 import {
@@ -165,167 +166,129 @@ async function writeQuarantine(client: pg.PoolClient, consumerId: string, record
   );
 }
 
+/**
+ * Every write of the commit in ONE statement of data-modifying CTEs: one round trip whatever the plan holds
+ * (an empty array unnests to no rows, so an unused part is a no-op). Postgres runs each data-modifying CTE
+ * exactly once; the parts touch disjoint rows (decide() emits one row per entity, market, scope and event), so
+ * none needs to see another's effect within the statement.
+ */
+const WRITE_COMMIT_SQL = `
+WITH receipts AS (
+  -- dedup receipts: the durable outcome of every new event
+  INSERT INTO event_receipts (consumer_id, event_id, content_hash, position, ordinal, outcome)
+  SELECT $1, * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::int[], $6::text[])
+),
+executions_written AS (
+  -- the checkpoint row lock serialises this consumer's commits, so the state decide() computed from the rows
+  -- read under it is the state to store: a plain overwrite, no read-modify-write in SQL
+  INSERT INTO executions (consumer_id, entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash,
+                          first_position, last_position, event_id)
+  SELECT $1, * FROM unnest($7::text[], $8::int[], $9::text[], $10::text[], $11::text[], $12::numeric[], $13::numeric[],
+                           $14::numeric[], $15::text[], $16::text[], $17::bigint[], $18::bigint[], $19::text[])
+  ON CONFLICT (consumer_id, entity_id) DO UPDATE
+     SET revision = EXCLUDED.revision, market = EXCLUDED.market, asset = EXCLUDED.asset, side = EXCLUDED.side,
+         price = EXCLUDED.price, size = EXCLUDED.size, notional = EXCLUDED.notional, wallet = EXCLUDED.wallet,
+         tx_hash = EXCLUDED.tx_hash, last_position = EXCLUDED.last_position, event_id = EXCLUDED.event_id,
+         updated_at = now()
+),
+revisions AS (
+  -- superseded revisions (the state each correction replaced)
+  INSERT INTO execution_revisions (consumer_id, entity_id, revision, event_id, position, market, asset, side, price, size,
+                                   notional, wallet, tx_hash)
+  SELECT $1, * FROM unnest($20::text[], $21::int[], $22::text[], $23::bigint[], $24::text[], $25::text[], $26::text[],
+                           $27::numeric[], $28::numeric[], $29::numeric[], $30::text[], $31::text[])
+),
+volumes AS (
+  -- deltas added in SQL numeric: exact, whatever any other reader saw
+  INSERT INTO market_volumes (consumer_id, market, volume, execution_count)
+  SELECT $1, * FROM unnest($32::text[], $33::numeric[], $34::int[])
+  ON CONFLICT (consumer_id, market) DO UPDATE
+     SET volume = market_volumes.volume + EXCLUDED.volume,
+         execution_count = market_volumes.execution_count + EXCLUDED.execution_count, updated_at = now()
+),
+terminal_quarantine AS (
+  INSERT INTO quarantine (consumer_id, event_id, entity_id, kind, position, ordinal, content_hash, reason, disposition)
+  SELECT $1, *, 'terminal' FROM unnest($35::text[], $36::text[], $37::text[], $38::bigint[], $39::int[], $40::text[], $41::text[])
+  ON CONFLICT (consumer_id, event_id) DO UPDATE SET disposition = 'terminal', updated_at = now()
+),
+quality AS (
+  -- older never overwrites newer: a notice at or below the saved last_position is a no-op
+  INSERT INTO source_quality (consumer_id, scope, state, last_position, as_of)
+  SELECT $1, scope, state, last_position, $45 FROM unnest($42::text[], $43::text[], $44::bigint[]) AS n(scope, state, last_position)
+  ON CONFLICT (consumer_id, scope) DO UPDATE
+     SET state = EXCLUDED.state, last_position = EXCLUDED.last_position, as_of = EXCLUDED.as_of, updated_at = now()
+   WHERE source_quality.last_position < EXCLUDED.last_position
+  RETURNING 1
+),
+outboxed AS (
+  -- keyed by <action>:<eventId>: a replayed event never writes its action twice
+  INSERT INTO outbox (consumer_id, idempotency_key, event_id, action, payload)
+  SELECT $1, * FROM unnest($46::text[], $47::text[], $48::text[], $49::jsonb[])
+  ON CONFLICT (consumer_id, idempotency_key) DO NOTHING
+  RETURNING 1
+),
+binding AS (
+  INSERT INTO consumer_bindings (consumer_id, subscription_id, stream, history_id, filter, filter_hash, generation, mappings)
+  VALUES ($1, $50, $51, $52, $53::jsonb, $54, $55, $56::jsonb)
+  ON CONFLICT (consumer_id) DO UPDATE
+     SET subscription_id = EXCLUDED.subscription_id, stream = EXCLUDED.stream, history_id = EXCLUDED.history_id,
+         filter = EXCLUDED.filter, filter_hash = EXCLUDED.filter_hash, generation = EXCLUDED.generation,
+         mappings = EXCLUDED.mappings, updated_at = now()
+   -- skip the write (and its dead tuple) when nothing changed, the common case
+   WHERE (consumer_bindings.subscription_id, consumer_bindings.stream, consumer_bindings.history_id, consumer_bindings.filter,
+          consumer_bindings.filter_hash, consumer_bindings.generation, consumer_bindings.mappings)
+         IS DISTINCT FROM
+         (EXCLUDED.subscription_id, EXCLUDED.stream, EXCLUDED.history_id, EXCLUDED.filter, EXCLUDED.filter_hash,
+          EXCLUDED.generation, EXCLUDED.mappings)
+),
+checkpoint AS (
+  -- the whole token, never truncated; version + 1 is the compare-and-swap the next commit is fenced on
+  UPDATE checkpoints
+     SET position = $57, token = $58, generation = $59, cut_position = $60, cut_reached = $61,
+         version = version + 1, pending_start = NULL, updated_at = now()
+   WHERE consumer_id = $1
+  RETURNING version
+)
+SELECT (SELECT version FROM checkpoint) AS version,
+       (SELECT count(*) FROM quality)::int AS quality_updated,
+       (SELECT count(*) FROM outboxed)::int AS outboxed`;
+
 async function writeCommit(client: pg.PoolClient, plan: CheckpointPlan, writes: CommitWrites): Promise<CommitResult> {
-  const consumerId = plan.consumerId;
-  const { receipts, executions, revisions, marketDeltas, quality, outbox } = writes;
-
-  if (receipts.length > 0) {
-    await client.query(
-      `INSERT INTO event_receipts (consumer_id, event_id, content_hash, position, ordinal, outcome)
-       SELECT $1, * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::int[], $6::text[])`,
-      [
-        consumerId,
-        receipts.map((r) => r.eventId),
-        receipts.map((r) => r.contentHash),
-        receipts.map((r) => r.position),
-        receipts.map((r) => r.ordinal),
-        receipts.map((r) => r.outcome),
-      ],
-    );
-  }
-
-  if (executions.length > 0) {
-    // The checkpoint row lock serialises this consumer's commits, so the state decide() computed from the
-    // rows read above is the state to store: a plain overwrite, no read-modify-write in SQL.
-    await client.query(
-      `INSERT INTO executions (consumer_id, entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash,
-                               first_position, last_position, event_id)
-       SELECT $1, * FROM unnest($2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::numeric[], $8::numeric[],
-                                $9::numeric[], $10::text[], $11::text[], $12::bigint[], $13::bigint[], $14::text[])
-       ON CONFLICT (consumer_id, entity_id) DO UPDATE
-          SET revision = EXCLUDED.revision, market = EXCLUDED.market, asset = EXCLUDED.asset, side = EXCLUDED.side,
-              price = EXCLUDED.price, size = EXCLUDED.size, notional = EXCLUDED.notional, wallet = EXCLUDED.wallet,
-              tx_hash = EXCLUDED.tx_hash, last_position = EXCLUDED.last_position, event_id = EXCLUDED.event_id,
-              updated_at = now()`,
-      [
-        consumerId,
-        executions.map((e) => e.entityId),
-        executions.map((e) => e.revision),
-        executions.map((e) => e.market),
-        executions.map((e) => e.asset),
-        executions.map((e) => e.side),
-        executions.map((e) => e.price),
-        executions.map((e) => e.size),
-        executions.map((e) => e.notional),
-        executions.map((e) => e.wallet),
-        executions.map((e) => e.txHash),
-        executions.map((e) => e.firstPosition),
-        executions.map((e) => e.lastPosition),
-        executions.map((e) => e.eventId),
-      ],
-    );
-  }
-
-  if (revisions.length > 0) {
-    await client.query(
-      `INSERT INTO execution_revisions (consumer_id, entity_id, revision, event_id, position, market, asset, side, price, size,
-                                        notional, wallet, tx_hash)
-       SELECT $1, * FROM unnest($2::text[], $3::int[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[],
-                                $9::numeric[], $10::numeric[], $11::numeric[], $12::text[], $13::text[])`,
-      [
-        consumerId,
-        revisions.map((r) => r.entityId),
-        revisions.map((r) => r.revision),
-        revisions.map((r) => r.eventId),
-        revisions.map((r) => r.position),
-        revisions.map((r) => r.market),
-        revisions.map((r) => r.asset),
-        revisions.map((r) => r.side),
-        revisions.map((r) => r.price),
-        revisions.map((r) => r.size),
-        revisions.map((r) => r.notional),
-        revisions.map((r) => r.wallet),
-        revisions.map((r) => r.txHash),
-      ],
-    );
-  }
-
-  if (marketDeltas.length > 0) {
-    // Deltas, added in SQL numeric: exact, and independent of what any other reader saw.
-    await client.query(
-      `INSERT INTO market_volumes (consumer_id, market, volume, execution_count)
-       SELECT $1, * FROM unnest($2::text[], $3::numeric[], $4::int[])
-       ON CONFLICT (consumer_id, market) DO UPDATE
-          SET volume = market_volumes.volume + EXCLUDED.volume,
-              execution_count = market_volumes.execution_count + EXCLUDED.execution_count,
-              updated_at = now()`,
-      [consumerId, marketDeltas.map((d) => d.market), marketDeltas.map((d) => d.volume), marketDeltas.map((d) => d.count)],
-    );
-  }
-
-  await writeQuarantine(client, consumerId, writes.quarantine);
-
-  let qualityUpdated = 0;
-  if (quality.length > 0) {
-    // Older never overwrites newer: the WHERE makes a notice at or below the saved last_position a no-op.
-    const res = await client.query(
-      `INSERT INTO source_quality (consumer_id, scope, state, last_position, as_of)
-       SELECT $1, scope, state, last_position, $5 FROM unnest($2::text[], $3::text[], $4::bigint[]) AS n(scope, state, last_position)
-       ON CONFLICT (consumer_id, scope) DO UPDATE
-          SET state = EXCLUDED.state, last_position = EXCLUDED.last_position, as_of = EXCLUDED.as_of, updated_at = now()
-        WHERE source_quality.last_position < EXCLUDED.last_position`,
-      [consumerId, quality.map((q) => q.scope), quality.map((q) => q.state), quality.map((q) => q.position), plan.checkpoint.position],
-    );
-    qualityUpdated = res.rowCount ?? 0;
-  }
-
-  let outboxed = 0;
-  if (outbox.length > 0) {
-    const res = await client.query(
-      `INSERT INTO outbox (consumer_id, idempotency_key, event_id, action, payload)
-       SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::jsonb[])
-       ON CONFLICT (consumer_id, idempotency_key) DO NOTHING`,
-      [
-        consumerId,
-        outbox.map((o) => o.idempotencyKey),
-        outbox.map((o) => o.eventId),
-        outbox.map((o) => o.action),
-        outbox.map((o) => JSON.stringify(o.payload)),
-      ],
-    );
-    outboxed = res.rowCount ?? 0;
-  }
-
+  const { receipts: r, executions: e, revisions: v, marketDeltas: m, quarantine: q, quality: n, outbox: o } = writes;
   const { binding, checkpoint } = plan;
-  await client.query(
-    `INSERT INTO consumer_bindings (consumer_id, subscription_id, stream, history_id, filter, filter_hash, generation, mappings)
-     VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8::jsonb)
-     ON CONFLICT (consumer_id) DO UPDATE
-        SET subscription_id = EXCLUDED.subscription_id, stream = EXCLUDED.stream, history_id = EXCLUDED.history_id,
-            filter = EXCLUDED.filter, filter_hash = EXCLUDED.filter_hash, generation = EXCLUDED.generation,
-            mappings = EXCLUDED.mappings, updated_at = now()
-      -- skip the write (and its dead tuple) when nothing changed, the common case
-      WHERE (consumer_bindings.subscription_id, consumer_bindings.stream, consumer_bindings.history_id,
-             consumer_bindings.filter, consumer_bindings.filter_hash, consumer_bindings.generation, consumer_bindings.mappings)
-            IS DISTINCT FROM
-            (EXCLUDED.subscription_id, EXCLUDED.stream, EXCLUDED.history_id, EXCLUDED.filter, EXCLUDED.filter_hash,
-             EXCLUDED.generation, EXCLUDED.mappings)`,
-    [
-      plan.consumerId,
-      binding.subscriptionId,
-      binding.stream,
-      binding.historyId,
-      JSON.stringify(binding.filter),
-      binding.filterHash,
-      binding.generation,
-      JSON.stringify(binding.mappings),
-    ],
-  );
-
-  const updated = await client.query<{ version: number }>(
-    `UPDATE checkpoints
-        SET position = $2, token = $3, generation = $4, cut_position = $5, cut_reached = $6,
-            version = version + 1, pending_start = NULL, updated_at = now()
-      WHERE consumer_id = $1
-      RETURNING version`,
-    [plan.consumerId, checkpoint.position, checkpoint.token, checkpoint.generation, checkpoint.cutPosition, checkpoint.cutReached],
-  );
-
+  const res = await client.query<{ version: number | null; quality_updated: number; outboxed: number }>(WRITE_COMMIT_SQL, [
+    plan.consumerId,
+    // $2-$6 receipts
+    r.map((x) => x.eventId), r.map((x) => x.contentHash), r.map((x) => x.position), r.map((x) => x.ordinal), r.map((x) => x.outcome),
+    // $7-$19 executions
+    e.map((x) => x.entityId), e.map((x) => x.revision), e.map((x) => x.market), e.map((x) => x.asset), e.map((x) => x.side),
+    e.map((x) => x.price), e.map((x) => x.size), e.map((x) => x.notional), e.map((x) => x.wallet), e.map((x) => x.txHash),
+    e.map((x) => x.firstPosition), e.map((x) => x.lastPosition), e.map((x) => x.eventId),
+    // $20-$31 superseded revisions
+    v.map((x) => x.entityId), v.map((x) => x.revision), v.map((x) => x.eventId), v.map((x) => x.position), v.map((x) => x.market),
+    v.map((x) => x.asset), v.map((x) => x.side), v.map((x) => x.price), v.map((x) => x.size), v.map((x) => x.notional),
+    v.map((x) => x.wallet), v.map((x) => x.txHash),
+    // $32-$34 market deltas
+    m.map((x) => x.market), m.map((x) => x.volume), m.map((x) => x.count),
+    // $35-$41 terminal quarantine
+    q.map((x) => x.eventId), q.map((x) => x.entityId), q.map((x) => x.kind), q.map((x) => x.position), q.map((x) => x.ordinal),
+    q.map((x) => x.contentHash), q.map((x) => x.reason),
+    // $42-$45 quality
+    n.map((x) => x.scope), n.map((x) => x.state), n.map((x) => x.position), checkpoint.position,
+    // $46-$49 outbox
+    o.map((x) => x.idempotencyKey), o.map((x) => x.eventId), o.map((x) => x.action), o.map((x) => JSON.stringify(x.payload)),
+    // $50-$56 binding
+    binding.subscriptionId, binding.stream, binding.historyId, JSON.stringify(binding.filter), binding.filterHash, binding.generation,
+    JSON.stringify(binding.mappings),
+    // $57-$61 checkpoint
+    checkpoint.position, checkpoint.token, checkpoint.generation, checkpoint.cutPosition, checkpoint.cutReached,
+  ]);
+  const row = res.rows[0]!;
   return {
-    version: updated.rows[0]!.version,
+    version: row.version!,
     position: checkpoint.position,
     ...writes.counts,
-    qualityUpdated,
-    outboxed,
+    qualityUpdated: row.quality_updated,
+    outboxed: row.outboxed,
   };
 }

@@ -110,7 +110,9 @@ interface KnownTrade {
 /** Produces the next transitions of a seeded market; its state continues across calls (live appends). */
 class ActivityGenerator {
   private readonly rng: () => number;
+  /** Recent trades are the correction targets (a bounded window keeps generation O(1) per event). */
   private readonly recentTrades: KnownTrade[] = [];
+  private readonly tradesById = new Map<string, KnownTrade>();
   private clockMs: number;
   private entitySeq = 0;
 
@@ -127,9 +129,13 @@ class ActivityGenerator {
   /** Makes trades already in the journal (a loaded file) available as correction targets. */
   remember(event: JournalEvent): void {
     if (event.kind !== 'trade' && event.kind !== 'correction') return;
-    const known = this.recentTrades.find((t) => t.entityId === event.entityId);
-    if (known) known.revision = Math.max(known.revision, event.revision);
-    else this.track({ entityId: event.entityId, revision: event.revision, data: event.data });
+    const known = this.tradesById.get(event.entityId);
+    if (known) {
+      known.revision = Math.max(known.revision, event.revision);
+      known.data = event.data;
+    } else {
+      this.track({ entityId: event.entityId, revision: event.revision, data: event.data });
+    }
     this.entitySeq += 1;
     const observed = Date.parse(event.observedAt);
     if (Number.isFinite(observed) && observed > this.clockMs) this.clockMs = observed;
@@ -172,7 +178,7 @@ class ActivityGenerator {
       price: this.price(),
       size: this.size(whale),
       wallet: wallet as string,
-      txHash: `0x${Array.from({ length: 64 }, () => Math.floor(this.rng() * 16).toString(16)).join('')}`,
+      txHash: `0x${this.hex32()}`,
     };
     this.entitySeq += 1;
     const entityId = `trade-${this.entitySeq.toString(36).padStart(6, '0')}-${data.txHash.slice(2, 10)}`;
@@ -189,7 +195,18 @@ class ActivityGenerator {
 
   private track(trade: KnownTrade): void {
     this.recentTrades.push(trade);
-    if (this.recentTrades.length > 512) this.recentTrades.shift();
+    this.tradesById.set(trade.entityId, trade);
+    if (this.recentTrades.length > 512) {
+      const dropped = this.recentTrades.shift() as KnownTrade;
+      this.tradesById.delete(dropped.entityId);
+    }
+  }
+
+  /** 64 hex digits, 8 at a time. */
+  private hex32(): string {
+    let out = '';
+    for (let i = 0; i < 8; i++) out += Math.floor(this.rng() * 0x100000000).toString(16).padStart(8, '0');
+    return out;
   }
 
   private price(): string {

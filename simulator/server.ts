@@ -522,6 +522,14 @@ class Session {
     return this.closed;
   }
 
+  /** A simulated network failure right after the frames already sent: they are flushed, nothing follows. */
+  private dropAfterFlush(): void {
+    this.state = 'closed';
+    this.clearTimers();
+    if (this.pendingSends === 0) this.ws.terminate();
+    else this.drainWaiters.push(() => this.ws.terminate());
+  }
+
   /** A newer connection of the same binding took over. */
   supersede(): void {
     this.closeWith(4000, 'superseded by a newer connection');
@@ -739,7 +747,7 @@ class Session {
     const dropAt = this.server.faults.dropAtPosition;
     if (dropAt !== undefined && transition.position >= dropAt && this.state !== 'closed') {
       this.server.faults.dropAtPosition = undefined;
-      void this.terminate();
+      this.dropAfterFlush();
     }
   }
 
@@ -850,12 +858,12 @@ class Session {
     this.framesSent += 1;
     this.ws.send(text, () => {
       this.pendingSends -= 1;
-      if (this.pendingSends < SEND_HIGH_WATER / 2) this.releaseDrainWaiters();
+      if (this.pendingSends === 0 || (this.state !== 'closed' && this.pendingSends < SEND_HIGH_WATER / 2)) this.releaseDrainWaiters();
     });
     const dropAfter = this.server.faults.dropAfterFrames;
     if (dropAfter !== undefined && this.framesSent >= dropAfter) {
       this.server.faults.dropAfterFrames = undefined;
-      void this.terminate();
+      this.dropAfterFlush();
     }
   }
 

@@ -267,12 +267,10 @@ class StreamRun {
         clearTimeout(helloTimer);
         clearInterval(ageTimer);
         this.#finishCurrent = null;
-        void queue.then(() => {
+        void queue.then(async () => {
           this.#fence.retire(epoch);
           session.stop();
-          ws.removeAllListeners();
-          ws.on('error', () => undefined);
-          ws.terminate();
+          await closeSocket(ws);
           resolve(value);
         });
       };
@@ -461,6 +459,25 @@ class StreamRun {
 }
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+/** Closes gracefully so a last ACK is flushed, and terminates a peer that does not answer the close. */
+async function closeSocket(ws: WebSocket, graceMs = 1_000): Promise<void> {
+  ws.removeAllListeners();
+  ws.on('error', () => undefined);
+  if (ws.readyState === WebSocket.CLOSED) return;
+  if (ws.readyState !== WebSocket.OPEN) {
+    ws.terminate();
+    return;
+  }
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(() => ws.terminate(), graceMs);
+    ws.once('close', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    ws.close(1000, 'consumer done');
+  });
+}
 
 function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {

@@ -1,5 +1,7 @@
 // The streaming core end to end: a real ReferenceStreamServer, real Postgres, the real commit path.
 import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocketServer } from 'ws';
+import { encodeServerFrame, PROTOCOL_NAME } from '../../protocol/codec.js';
 import { DatabaseBehind, LeaseLost, StreamTransportError } from '../../activities/consume-stream.js';
 import { acquireLease } from '../../db/index.js';
 import type { ReferenceStreamServer } from '../../simulator/server.js';
@@ -213,5 +215,62 @@ describe('consumeStream stops and failures', () => {
     expect(error).toBeInstanceOf(StreamTransportError);
     expect(error).toMatchObject({ code: 'connection_lost' });
     expect(run.logs.filter((l) => l.msg.includes('reconnecting'))).toHaveLength(3);
+  });
+
+  it('returns lease_expired when the lease runs out on a quiet stream', async () => {
+    const s = await server({ journal: journal(12) });
+    const run = makeRun(db.pool, s, 'c-lease');
+    await run.consume({ mode: 'from_floor', filter: everything });
+    const outcome = await run.consume({ mode: 'resume' }, { leaseMs: 300 });
+    expect(outcome).toMatchObject({ kind: 'lease_expired', committed: { position: s.journal.head } });
+  });
+
+  it('cancellation during a commit finishes it but sends no ACK', async () => {
+    const s = await server({ journal: journal() });
+    let cancelOnCommit = false;
+    const run = makeRun(db.pool, s, 'c-cancel', { hooks: { afterCommit: () => {
+      if (cancelOnCommit) run.abort.abort();
+    } } });
+    await run.consume({ mode: 'from_floor', filter: everything });
+    const acked = acksOf(s, 'c-cancel');
+    cancelOnCommit = true;
+    const outcome = await run.consume({ mode: 'resume' });
+    const last = run.committed.at(-1);
+    expect(outcome).toMatchObject({ kind: 'cancelled', committed: { position: last } });
+    expect(last).toBeGreaterThan(acked.at(-1)!);
+    expect((await savedEffects(db.pool, 'c-cancel')).state.checkpoint?.position).toBe(last);
+    expect(acksOf(s, 'c-cancel')).toEqual(acked);
+  });
+
+  it('a staging bound drops the session each time; past maxAttempts it throws staging_bound_exceeded', async () => {
+    const s = await server({ journal: journal() });
+    const run = makeRun(db.pool, s, 'c-bound');
+    run.deps.config.staging = { maxEvents: 0, maxBytes: 1_000_000, maxAgeMs: 60_000 };
+    const error = await run.consume({ mode: 'from_floor', filter: everything }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ name: 'StreamTransportError', code: 'staging_bound_exceeded' });
+    expect(run.committed).toEqual([]);
+    expect(s.subscriptions.filter((x) => x.consumerId === 'c-bound')).toHaveLength(4);
+  });
+
+  it('a malformed frame is rejected with an error naming what was wrong', async () => {
+    // A broken server: a valid hello, then text that is not JSON, on every connection.
+    const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    await new Promise<void>((resolve) => wss.once('listening', () => resolve()));
+    wss.on('connection', (ws) => {
+      ws.send(encodeServerFrame({ type: 'hello', frameSequence: 1, protocol: PROTOCOL_NAME, connectionId: 'x', stream: 'polymarket', history: { id: 'h', floor: 1, head: 1 } }));
+      ws.on('message', () => ws.send('{"v":1,"type":"authenticated",'));
+    });
+    try {
+      const s = await server({ journal: journal(5) });
+      const run = makeRun(db.pool, s, 'c-malformed');
+      run.deps.config.url = `ws://127.0.0.1:${(wss.address() as { port: number }).port}`;
+      const error = await run.consume({ mode: 'from_floor', filter: everything }).catch((e: unknown) => e);
+      expect(error).toMatchObject({ name: 'StreamTransportError', code: 'protocol_violation' });
+      expect(run.logs.find((l) => l.msg === 'rejected a server frame')?.fields).toMatchObject({ code: 'malformed_json' });
+      expect(JSON.stringify(run.logs)).not.toContain(API_KEY);
+    } finally {
+      for (const client of wss.clients) client.terminate();
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+    }
   });
 });

@@ -380,6 +380,25 @@ describe('connections of one consumer', () => {
     expect((await server.waitForDisconnect(first.hello.connectionId)).closed).toBe(true);
   });
 
+  it('lets tests await connections and their close without sleeping', async () => {
+    const server = await h.start();
+    const client = await h.connect();
+    const hello = await client.expect('hello');
+    const record = await server.waitForConnection(1);
+    expect(record).toMatchObject({ connectionId: hello.connectionId, closed: false });
+    const closed = server.waitForDisconnect(hello.connectionId);
+    await client.close();
+    expect((await closed).closed).toBe(true);
+  });
+
+  it('terminates open sessions when the history is rebuilt', async () => {
+    const server = await h.start();
+    const { client } = await subscribe(h, { start: { mode: 'live_cut' } });
+    await replayFrames(client);
+    server.journal.rebuildHistory();
+    expect((await client.closed).code).toBe(1006);
+  });
+
   it('closes every socket on server close', async () => {
     const server = await h.start();
     const { client } = await subscribe(h, { start: { mode: 'live_cut' } });

@@ -4,17 +4,17 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Client, WorkflowHandle } from '@temporalio/client';
+import type { Client, WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import type { temporal } from '@temporalio/proto';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import type { StreamFilter } from '../../protocol/codec.js';
 import { ReferenceStreamServer, type ReferenceServerOptions } from '../../simulator/server.js';
 import { Journal, type NewEvent, type NewTransition } from '../../simulator/journal.js';
-import { poolStore, type ActivityDeps } from '../../activities/index.js';
+import { poolStore, type Activities, type ActivityDeps } from '../../activities/index.js';
 import { loadConfig, type WorkerConfig } from '../../worker/config.js';
 import { JsonLogger } from '../../worker/logger.js';
-import { createWorker, type CreateWorkerOptions } from '../../worker/worker.js';
+import { createWorker } from '../../worker/worker.js';
 import type { consumerWorkflow } from '../../workflows/consumer.js';
 import {
   consumerIdSearchAttribute,
@@ -35,7 +35,7 @@ Runtime.install({ logger: new DefaultLogger('WARN') });
 /** Distinctive, so a search of every history and log line for it means something. */
 export const API_KEY = `wh-e2e-secret-${randomUUID()}`;
 
-export type ConsumerHandle = WorkflowHandle<typeof consumerWorkflow>;
+export type ConsumerHandle = WorkflowHandleWithFirstExecutionRunId<typeof consumerWorkflow>;
 
 /** Histories of every workflow a file started, for the replay test at its end. */
 export const recordedHistories: { workflowId: string; history: temporal.api.history.v1.IHistory }[] = [];
@@ -45,7 +45,8 @@ export interface StackOptions {
   server?: Partial<Omit<ReferenceServerOptions, 'journal' | 'apiKeys'>>;
   /** Wraps the real lease/commit store (e.g. to fail one commit). */
   store?: (real: NonNullable<ActivityDeps['store']>) => NonNullable<ActivityDeps['store']>;
-  overrideActivities?: CreateWorkerOptions['overrideActivities'];
+  /** Replaces single activities; gets the stack's configuration (e.g. to run a misbehaving streaming core). */
+  overrideActivities?: (activities: Activities, context: { config: WorkerConfig }) => Partial<Activities>;
   env?: Record<string, string>;
 }
 
@@ -95,7 +96,7 @@ export async function withConsumerStack<T>(res: Resources, db: TestDatabase, opt
     workflowBundle: { codePath: sharedWorkflowBundlePath() },
     log,
     ...(options.store ? { store: options.store(realStore) } : {}),
-    ...(options.overrideActivities ? { overrideActivities: options.overrideActivities } : {}),
+    ...(options.overrideActivities ? { overrideActivities: (activities: Activities) => options.overrideActivities!(activities, { config }) } : {}),
     shutdownForceTimeMs: 20_000,
   });
   const running = worker.run();
@@ -159,11 +160,11 @@ async function saveHistory(workflowId: string, history: temporal.api.history.v1.
 }
 
 /** Waits until the consumer's status query matches. */
-export function waitForStatus(handle: ConsumerHandle, description: string, predicate: (status: ConsumerStatus) => boolean, timeoutMs = 60_000): Promise<ConsumerStatus> {
+export function waitForStatus(handle: WorkflowHandle<typeof consumerWorkflow>, description: string, predicate: (status: ConsumerStatus) => boolean, timeoutMs = 60_000): Promise<ConsumerStatus> {
   return waitForQuery(handle, statusQuery, predicate, { description, timeoutMs });
 }
 
-export function waitForPhase(handle: ConsumerHandle, phase: ConsumerPhase, timeoutMs = 60_000): Promise<ConsumerStatus> {
+export function waitForPhase(handle: WorkflowHandle<typeof consumerWorkflow>, phase: ConsumerPhase, timeoutMs = 60_000): Promise<ConsumerStatus> {
   return waitForStatus(handle, `phase ${phase}`, (s) => s.phase === phase, timeoutMs);
 }
 

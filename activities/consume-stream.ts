@@ -198,6 +198,7 @@ class StreamRun {
     const state = this.#state;
     const directive = this.input.start;
     const saved = state.binding;
+    if (state.abandoned) return { failed: `consumer ${state.consumerId} was abandoned by an operator decision` };
     const hasCheckpoint = state.token !== null && saved !== null;
     if (state.pendingStart) {
       const filter = directive.mode === 'resume' ? saved?.filter : directive.filter;
@@ -254,8 +255,9 @@ class StreamRun {
     let queue: Promise<void> = Promise.resolve();
 
     return new Promise<ConnectionEnd>((resolve) => {
-      const helloTimer = setTimeout(
-        () => end({ kind: 'reconnect', code: 'connect_failed', message: `no hello within ${config.connectTimeoutMs} ms`, progressed }),
+      // The handshake (socket, hello, authenticated, subscribed) must complete within connectTimeoutMs.
+      const handshakeTimer = setTimeout(
+        () => end({ kind: 'reconnect', code: 'connect_failed', message: `handshake not complete within ${config.connectTimeoutMs} ms (state ${session.state})`, progressed }),
         config.connectTimeoutMs,
       );
       const ageTimer = setInterval(() => enqueue(() => perform(session.tick())), Math.max(10, Math.min(1_000, config.staging.maxAgeMs / 4)));
@@ -264,7 +266,7 @@ class StreamRun {
       const end = (value: ConnectionEnd): void => {
         if (result) return;
         result = value;
-        clearTimeout(helloTimer);
+        clearTimeout(handshakeTimer);
         clearInterval(ageTimer);
         this.#finishCurrent = null;
         void queue.then(async () => {
@@ -369,11 +371,9 @@ class StreamRun {
           log.error('rejected a server frame', { code: error.code, frameType: error.frameType, field: error.field, reason: error.reason });
           return end({ kind: 'reconnect', code: 'protocol_violation', message: error.message, progressed });
         }
-        if (frame.type === 'hello') {
-          clearTimeout(helloTimer);
-          this.#counters.lastHeadPosition = frame.history.head;
-        }
+        if (frame.type === 'hello') this.#counters.lastHeadPosition = frame.history.head;
         const actions = session.receive(frame);
+        if (session.state === 'streaming') clearTimeout(handshakeTimer);
         await perform(actions);
         if (frame.type === 'batch' && !result && session.state === 'streaming') await deps.hooks?.afterStage?.(frame.position);
       };

@@ -28,7 +28,7 @@ import {
   type StreamFilter,
 } from '../protocol/codec.js';
 import { filterHash as computeFilterHash } from '../protocol/canonical.js';
-import { compareDecimal, parseDecimal, type Decimal } from '../protocol/decimal.js';
+import { compareDecimal, mulDecimal, parseDecimal, type Decimal } from '../protocol/decimal.js';
 import type { Journal, JournalEvent, Transition } from './journal.js';
 import { TokenSigner, type TokenClaims } from './tokens.js';
 
@@ -432,9 +432,7 @@ export function compileFilter(filter: StreamFilter): (event: JournalEvent) => bo
       if (typeof price !== 'string' || typeof size !== 'string') return false;
       let value: Decimal;
       try {
-        const p = parseDecimal(price);
-        const s = parseDecimal(size);
-        value = { units: p.units * s.units, scale: p.scale + s.scale };
+        value = mulDecimal(parseDecimal(price), parseDecimal(size));
       } catch {
         return false;
       }

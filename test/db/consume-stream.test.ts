@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import { encodeServerFrame, PROTOCOL_NAME } from '../../protocol/codec.js';
 import { DatabaseBehind, LeaseLost, StreamTransportError } from '../../activities/consume-stream.js';
+import type { ConsumeOutcome } from '../../activities/types.js';
 import { acquireLease } from '../../db/index.js';
 import type { ReferenceStreamServer } from '../../simulator/server.js';
 import { useTestDatabase } from '../support/db.js';
@@ -87,6 +88,33 @@ describe('consumeStream end to end', () => {
     expect(acksOf(s, 'c-seq')).toEqual(run.committed);
     expect(s.rejectedAcks).toEqual([]);
     expect((await savedEffects(db.pool, 'c-seq')).executions).toEqual(foldExecutions(s.journal));
+  });
+
+  it('an old attempt whose connection keeps delivering after a newer attempt took over neither commits nor ACKs', async () => {
+    const s = await server({ journal: journal(60), faults: { drainOldConnections: true } });
+    const newer = makeRun(db.pool, s, 'c-old');
+    const takeover: { outcome?: Promise<ConsumeOutcome> } = {};
+    const older = makeRun(db.pool, s, 'c-old', {
+      hooks: {
+        // After the older attempt's first resumed commit, a newer attempt takes the lease and subscribes;
+        // the server keeps delivering to the older connection.
+        afterCommit: async () => {
+          if (takeover.outcome || older.committed.length < 2) return;
+          const olderConnection = s.subscriptions.at(-1)!.connectionId;
+          takeover.outcome = resumeToHead(newer, s, 'c-old');
+          await s.waitForSubscription((x) => x.consumerId === 'c-old' && x.connectionId !== olderConnection);
+        },
+      },
+    });
+    await older.consume({ mode: 'from_floor', filter: everything });
+    const error = await older.consume({ mode: 'resume' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LeaseLost);
+    expect((await takeover.outcome)?.kind).toBe('cancelled');
+    const olderConnections = new Set(s.subscriptions.filter((x) => x.consumerId === 'c-old').slice(0, 2).map((x) => x.connectionId));
+    const olderAcks = s.acks.filter((a) => olderConnections.has(a.connectionId)).map((a) => a.position);
+    expect(olderAcks).toEqual(older.committed);
+    expect((await savedEffects(db.pool, 'c-old')).executions).toEqual(foldExecutions(s.journal));
+    expect((await savedEffects(db.pool, 'c-old')).state.checkpoint?.position).toBe(s.journal.head);
   });
 
   it('commits and ACKs a zero-match checkpoint', async () => {

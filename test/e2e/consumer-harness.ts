@@ -5,8 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Client, WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
-import type { temporal } from '@temporalio/proto';
+import { temporal } from '@temporalio/proto';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import type { StreamFilter } from '../../protocol/codec.js';
 import { ReferenceStreamServer, type ReferenceServerOptions } from '../../simulator/server.js';
@@ -151,12 +150,17 @@ export async function withConsumerStack<T>(res: Resources, db: TestDatabase, opt
   }
 }
 
-/** WHALEHUNT_RECORD_HISTORIES=<dir> writes every history as JSON (how test/fixtures/histories were made). */
+/**
+ * WHALEHUNT_RECORD_HISTORIES=<dir> writes every history as JSON (how test/fixtures/histories were made).
+ * protobufjs's own object form (numeric event ids, base64 bytes), which Worker.runReplayHistory takes as is:
+ * the SDK's proto3-JSON helpers fail in this tree (two protobufjs copies).
+ */
 async function saveHistory(workflowId: string, history: temporal.api.history.v1.IHistory): Promise<void> {
   const dir = process.env.WHALEHUNT_RECORD_HISTORIES;
   if (!dir) return;
   await mkdir(dir, { recursive: true });
-  await writeFile(join(dir, `${workflowId.replace(/[^\w.-]+/g, '_')}.json`), historyToJSON(history));
+  const plain = temporal.api.history.v1.History.toObject(temporal.api.history.v1.History.fromObject(history), { longs: Number, bytes: String });
+  await writeFile(join(dir, `${workflowId.replace(/[^\w.-]+/g, '_')}.json`), `${JSON.stringify(plain, null, 1)}\n`);
 }
 
 /** Waits until the consumer's status query matches. */

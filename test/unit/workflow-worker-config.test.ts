@@ -1,0 +1,73 @@
+// The worker's configuration: parsed once from the environment, every invalid variable named in one error,
+// and the API key never echoed (not in the error, not in the redacted form that is logged).
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig, redact } from '../../worker/config.js';
+
+const KEY = 'wh-live-8f3b2c1d9e';
+const valid = {
+  DATABASE_URL: 'postgres://app:s3cret@db:5432/whalehunt',
+  WHALEHUNT_URL: 'wss://stream.example/v1/stream',
+  WHALEHUNT_API_KEY: KEY,
+};
+
+describe('loadConfig', () => {
+  it('applies defaults around the required variables', () => {
+    const config = loadConfig(valid);
+    expect(config).toMatchObject({
+      databaseUrl: valid.DATABASE_URL,
+      temporal: { address: '127.0.0.1:7233', namespace: 'default' },
+      taskQueue: 'whalehunt-consumer',
+      leaseMs: 300_000,
+      logLevel: 'INFO',
+      whaleAlert: { minNotional: null, webhookUrl: null },
+    });
+    expect(config.stream).toMatchObject({ url: valid.WHALEHUNT_URL, apiKey: KEY, quarantinePolicy: { terminalReasons: [] }, actions: { whaleAlertMinNotional: null } });
+  });
+
+  it('parses bounds, the terminal quarantine reasons and the whale alert', () => {
+    const config = loadConfig({
+      ...valid,
+      STAGING_MAX_EVENTS: '500',
+      LEASE_MS: '60000',
+      QUARANTINE_TERMINAL_REASONS: 'unsupported_kind, unknown_correction_target',
+      WHALE_ALERT_MIN_NOTIONAL: '50000',
+      WHALE_ALERT_WEBHOOK_URL: 'https://hooks.example/whales',
+      LOG_LEVEL: 'debug',
+    });
+    expect(config.stream.staging.maxEvents).toBe(500);
+    expect(config.leaseMs).toBe(60_000);
+    expect(config.stream.quarantinePolicy.terminalReasons).toEqual(['unsupported_kind', 'unknown_correction_target']);
+    expect(config.stream.actions.whaleAlertMinNotional).toBe('50000');
+    expect(config.whaleAlert.webhookUrl).toBe('https://hooks.example/whales');
+    expect(config.logLevel).toBe('DEBUG');
+  });
+
+  it('names every invalid variable at once and never echoes a value', () => {
+    let error: unknown;
+    try {
+      loadConfig({ WHALEHUNT_URL: `http://x/?key=${KEY}`, LEASE_MS: '-5', QUARANTINE_TERMINAL_REASONS: 'mystery', WHALE_ALERT_MIN_NOTIONAL: '1e5' });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const { problems, message, code } = error as ConfigError;
+    expect(code).toBe('config_invalid');
+    expect(problems.map((p) => p.variable).sort()).toEqual([
+      'DATABASE_URL',
+      'LEASE_MS',
+      'QUARANTINE_TERMINAL_REASONS',
+      'WHALEHUNT_API_KEY',
+      'WHALEHUNT_URL',
+      'WHALE_ALERT_MIN_NOTIONAL',
+    ]);
+    expect(message).not.toContain(KEY);
+    expect(message).toContain('WHALEHUNT_API_KEY: is required (the stream API key)');
+  });
+
+  it('redact() hides the API key and URL passwords', () => {
+    const shown = JSON.stringify(redact(loadConfig(valid)));
+    expect(shown).not.toContain(KEY);
+    expect(shown).not.toContain('s3cret');
+    expect(shown).toContain('postgres://app:[REDACTED]@db:5432/whalehunt');
+  });
+});

@@ -36,6 +36,9 @@ export const API_KEY = `wh-e2e-secret-${randomUUID()}`;
 
 export type ConsumerHandle = WorkflowHandleWithFirstExecutionRunId<typeof consumerWorkflow>;
 
+/** Every line the activities of a file's stacks logged (unredacted: the check that no key is logged means something). */
+export const recordedLogLines: string[] = [];
+
 /** Histories of every workflow a file started, for the replay test at its end. */
 export const recordedHistories: { workflowId: string; history: temporal.api.history.v1.IHistory }[] = [];
 
@@ -86,7 +89,14 @@ export async function withConsumerStack<T>(res: Resources, db: TestDatabase, opt
     ...options.env,
   });
   const logLines: string[] = [];
-  const log = new JsonLogger({ level: 'INFO', secrets: [], write: (line) => void logLines.push(line) });
+  const log = new JsonLogger({
+    level: 'INFO',
+    secrets: [],
+    write: (line) => {
+      logLines.push(line);
+      recordedLogLines.push(line);
+    },
+  });
   const realStore = poolStore(db.pool);
   const worker = await createWorker({
     config,

@@ -8,7 +8,7 @@ import type { ConsumeOutcome } from '../../activities/types.js';
 import { useTestDatabase } from '../support/db.js';
 import { useResources } from '../support/leaks.js';
 import { waitFor } from '../support/temporal.js';
-import { journalOf, trade, waitForStatus, withConsumerStack, within } from './consumer-harness.js';
+import { journalOf, trade, waitForPhase, waitForStatus, withConsumerStack, within } from './consumer-harness.js';
 import { expectReplayable } from './replay-check.js';
 
 const db = useTestDatabase();
@@ -112,6 +112,27 @@ describe('fencing and continue-as-new', () => {
       expect(status.start).toEqual({ mode: 'resume' });
       expect(status.counters.checkpointsCommitted).toBeGreaterThanOrEqual(2);
       expect(server.subscriptions.filter((s) => s.consumerId === consumerId && s.mode === 'from_floor')).toHaveLength(1);
+    });
+  });
+
+  it('retries exhausted (overloaded): a durable backoff, then the consumer resumes from its committed token', async () => {
+    const consumerId = 'backoff-1';
+    const journal = journalOf([1, 2].map((i) => ({ events: [trade(`b${i}`, 'mA', '0.5', '2')] })));
+    await withConsumerStack(res, db, { journal }, async ({ server, startConsumer }) => {
+      const handle = await startConsumer({ consumerId, leaseMs: 1_000, tuning: { maxActivityAttempts: 2, backoffInitialMs: 3_000 } });
+      await within(server.waitForSubscription((s) => s.consumerId === consumerId && s.mode === 'resume'), 60_000, 'the resumed session');
+      // Every subscribe of the next lease's two attempts is refused: the activity's retries run out.
+      server.faults.overloadSubscribes = { count: 2, retryAfterMs: 20 };
+      const backingOff = await waitForPhase(handle, 'backoff');
+      expect(backingOff.lastError).toMatch(/^StreamTransportError: overloaded/);
+      expect(backingOff.committed?.position).toBe(2);
+      const resumed = await within(
+        server.waitForSubscription((s) => s.consumerId === consumerId && s.mode === 'resume' && server.subscriptions.indexOf(s) > 1),
+        60_000,
+        'the session after the backoff',
+      );
+      expect(resumed.startPosition).toBe(2);
+      await waitForPhase(handle, 'streaming');
     });
   });
 

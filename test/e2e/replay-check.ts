@@ -1,10 +1,10 @@
 // Replays the histories a test file recorded (consumer-harness.ts) against the current workflow bundle:
 // a change that breaks determinism for running workflows fails here. Also checks that no history holds the
-// stream API key.
+// stream API key, and no activity log line does.
 import { Worker } from '@temporalio/worker';
 import { expect } from 'vitest';
 import { sharedWorkflowBundlePath } from '../support/temporal.js';
-import { API_KEY, recordedHistories } from './consumer-harness.js';
+import { API_KEY, recordedHistories, recordedLogLines } from './consumer-harness.js';
 
 export async function expectReplayable(): Promise<void> {
   expect(recordedHistories.length).toBeGreaterThan(0);
@@ -17,4 +17,5 @@ export async function expectReplayable(): Promise<void> {
   for (const { workflowId, history } of recordedHistories) {
     expect(JSON.stringify(history).includes(API_KEY), `history of ${workflowId} holds the API key`).toBe(false);
   }
+  expect(recordedLogLines.filter((line) => line.includes(API_KEY))).toEqual([]);
 }

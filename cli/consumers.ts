@@ -166,6 +166,8 @@ export async function consumerReport(session: TemporalSession, pool: pg.Pool | n
 /** Head and lag as the freshest source knows them: the heartbeat, else the workflow's counters. */
 export function headAndLag(report: ConsumerReport): { position: number | null; head: number | null; lag: number | null } {
   const position = report.database?.state.position ?? report.heartbeat?.position ?? report.status?.committed?.position ?? null;
-  const head = report.heartbeat?.headPosition ?? report.status?.counters.lastHeadPosition ?? null;
+  const lastHead = report.heartbeat?.headPosition ?? report.status?.counters.lastHeadPosition ?? null;
+  // The head is learnt at subscribe time; a live consumer is past it, and the head is at least where it is.
+  const head = lastHead !== null && position !== null ? Math.max(lastHead, position) : lastHead;
   return { position, head, lag: head !== null && position !== null ? Math.max(0, head - position) : null };
 }

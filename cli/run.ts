@@ -13,7 +13,7 @@ import { createPool, consumerSummary, migrate, type ConsumerSummary } from '../d
 import { Journal } from '../simulator/journal.js';
 import { ReferenceStreamServer } from '../simulator/server.js';
 import { ConfigError, loadConfig, type WorkerConfig } from '../worker/config.js';
-import { startLocalServices, type LocalServices } from '../worker/local-services.js';
+import type { LocalServices, startLocalServices } from '../worker/local-services.js';
 import { JsonLogger } from '../worker/logger.js';
 import { installRuntime, startWorkerRuntime, type WorkerRuntime } from '../worker/main.js';
 import { consumerWorkflowId, statusQuery, type ConsumerStatus } from '../workflows/definitions.js';
@@ -32,8 +32,28 @@ export interface RunIo extends CommandIo {
 /** The reference journal's first run: a few hundred transitions of history to replay before going live. */
 const JOURNAL_SEED = 20_260_101;
 const JOURNAL_INITIAL_TRANSITIONS = 400;
+/** A second signal this soon after the first is the same Ctrl-C delivered twice, not a request to force. */
+export const DUPLICATE_SIGNAL_MS = 1_000;
+
+/**
+ * Loads local-services. Its embedded Postgres library installs SIGINT/SIGTERM handlers that stop Postgres and
+ * exit at once, which would cut the worker's drain short; this job stops Postgres itself, last, so those
+ * handlers (exactly the ones the import added) are removed again.
+ */
+async function importLocalServices(): Promise<{ startLocalServices: typeof startLocalServices }> {
+  const signals = ['SIGINT', 'SIGTERM'] as const;
+  const before = new Map(signals.map((signal) => [signal, new Set(process.listeners(signal))]));
+  const module = await import('../worker/local-services.js');
+  for (const signal of signals) {
+    for (const listener of process.listeners(signal)) {
+      if (!before.get(signal)!.has(listener)) process.off(signal, listener);
+    }
+  }
+  return module;
+}
 
 export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: RunIo): Promise<number> {
+  const { startLocalServices } = await importLocalServices();
   const dataDir = resolve(cmd.dataDir);
   await mkdir(join(dataDir, 'logs'), { recursive: true });
   const logPath = join(dataDir, 'logs', 'whalehunt.log');
@@ -41,14 +61,18 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
 
   const stops: { name: string; stop: () => Promise<void> }[] = [];
   let shuttingDown = false;
+  let firstSignalAt = 0;
   let wakeShutdown: () => void = () => undefined;
   const shutdownRequested = new Promise<void>((resolveShutdown) => (wakeShutdown = resolveShutdown));
   const onSignal = (signal: NodeJS.Signals): void => {
     if (shuttingDown) {
+      // One Ctrl-C can arrive twice (the terminal signals the process group, and tsx relays it again).
+      if (Date.now() - firstSignalAt < DUPLICATE_SIGNAL_MS) return;
       io.err(`${signal} again: exiting without waiting (the next run resumes from the last committed checkpoint)`);
       process.exit(130);
     }
     shuttingDown = true;
+    firstSignalAt = Date.now();
     io.err(`\n${signal}: shutting down (a commit in progress finishes; Ctrl-C again to exit at once)`);
     wakeShutdown();
   };
@@ -102,6 +126,7 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
     // Reverse start order: the worker drains while Temporal, the stream and the database are still up.
     for (const { name, stop } of stops.reverse()) {
       try {
+        io.err(`stopping ${name}`);
         await stop();
       } catch (error) {
         io.err(`stopping ${name} failed: ${error instanceof Error ? error.message : String(error)}`);

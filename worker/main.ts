@@ -15,6 +15,8 @@ import { createWorker, type CreateWorkerOptions } from './worker.js';
 
 export const EXIT_CONFIG = 2;
 export const EXIT_FAILURE = 1;
+/** A second signal this soon after the first is the same Ctrl-C delivered twice, not a request to force. */
+const DUPLICATE_SIGNAL_MS = 1_000;
 
 /** TEST-ONLY knob: `<afterStage|afterCommit|afterAck>:<position>` kills this process with SIGKILL there. */
 export const CRASH_AT_VARIABLE = 'WHALEHUNT_TEST_CRASH_AT';
@@ -138,7 +140,15 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number
 
   const pool = createPool(config.databaseUrl);
   let runtime: WorkerRuntime | null = null;
+  let firstSignalAt: number | null = null;
   const onSignal = (signal: NodeJS.Signals): void => {
+    if (firstSignalAt !== null) {
+      // One Ctrl-C can arrive twice (the terminal signals the process group, and tsx relays it again).
+      if (Date.now() - firstSignalAt < DUPLICATE_SIGNAL_MS) return;
+      log.warn('second signal: exiting without draining; the next run resumes from the last committed checkpoint', { signal });
+      process.exit(130);
+    }
+    firstSignalAt = Date.now();
     if (runtime) {
       log.info('signal received', { signal });
       // A failed drain also rejects runtime.done, where main reports it.
@@ -149,8 +159,8 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number
       process.exit(130);
     }
   };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
 
   try {
     await migrate(pool);

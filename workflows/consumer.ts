@@ -113,10 +113,16 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
   let nextTicket = 1;
   /** Bumped by a pause or an accepted rebind: ends a backoff timer early. */
   let wakeups = 0;
+  /** Tickets an update handler waits on (signals have nobody to answer). */
+  const awaited = new Set<number>();
   /** ticket → null (applied) or the error that kept it from being applied */
   const results = new Map<number, string | null>();
+  const settle = (ticket: number, error: string | null): void => {
+    if (awaited.delete(ticket)) results.set(ticket, error);
+  };
 
   const awaitResult = async (ticket: number): Promise<ConsumerStatus> => {
+    awaited.add(ticket);
     await condition(() => results.has(ticket));
     const error = results.get(ticket);
     results.delete(ticket);
@@ -124,7 +130,7 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
     return state.status();
   };
   const supersede = (previous: Pending<unknown> | null): void => {
-    if (previous) results.set(previous.ticket, 'superseded by a later decision before it was applied');
+    if (previous) settle(previous.ticket, 'superseded by a later decision before it was applied');
   };
   const requirePhase = (phase: ConsumerPhase, what: string): void => {
     if (state.phase !== phase) {
@@ -464,11 +470,11 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
     } catch (error) {
       const message = `decision not recorded: ${errorMessage(error)}`;
       state.lastError = message;
-      results.set(ticket, message);
+      settle(ticket, message);
       return false;
     }
     state.lastError = null;
-    results.set(ticket, null);
+    settle(ticket, null);
     return true;
   }
 }

@@ -119,6 +119,23 @@ describe('reset_required waits for an explicit decision', () => {
     expect(binding[0]!.history_id).toBe(journal.historyId);
   });
 
+  it('abandon completes the workflow; the consumer stays abandoned in the database', async () => {
+    const journal = journalOf([1, 2].map((i) => ({ events: [trade(`a${i}`, 'mA', '0.5', '2')] })));
+    await withConsumerStack(res, db, { journal }, async ({ server, client, startConsumer }) => {
+      const handle = await startConsumer({ consumerId: 'abandon-1' });
+      await within(server.waitForSubscription((s) => s.consumerId === 'abandon-1' && s.mode === 'resume'), 60_000, 'the resumed session');
+      journal.rebuildHistory();
+      await waitForPhase(handle, 'awaiting_gap_decision');
+      const status = await handle.executeUpdate(resolveGapUpdate, { args: [{ decision: 'abandon', actor: 'ops', reason: 'subscription retired' }] });
+      expect(status.phase).toBe('completed');
+      const result = await handle.result();
+      expect(result.stop?.reason).toBe('abandoned by ops: subscription retired');
+      await waitForVisibility(client, `WhalehuntConsumerId = "abandon-1" AND WhalehuntPhase = "completed"`, 1);
+    });
+    const { rows } = await db.pool.query<{ abandoned: boolean; position: string }>('SELECT abandoned, position FROM checkpoints WHERE consumer_id = $1', ['abandon-1']);
+    expect(rows).toEqual([{ abandoned: true, position: '2' }]);
+  });
+
   it('replays every recorded history without nondeterminism and no history holds the API key', async () => {
     await expectReplayable();
   });

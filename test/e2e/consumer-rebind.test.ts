@@ -82,7 +82,7 @@ describe('rebind', () => {
     expect(binding).toEqual([{ generation: 2, filter: gen2 }]);
   });
 
-  it('a consumer that awaits an operator (here: paused) refuses the rebind and the rebind workflow fails saying why', async () => {
+  it('a consumer that awaits an operator (here: paused) refuses the rebind, one not running cannot be asked: the rebind workflow fails saying why', async () => {
     const consumerId = 'rebind-refused-1';
     const journal = journalOf([{ events: [trade('p1', 'mA', '0.5', '2')] }]);
     await withConsumerStack(res, db, { journal }, async ({ server, client, taskQueue, startConsumer, track }) => {
@@ -104,6 +104,20 @@ describe('rebind', () => {
       expect(failure).toBeInstanceOf(WorkflowFailedError);
       expect((failure as WorkflowFailedError).cause?.message).toMatch(/refused the rebind: consumer rebind-refused-1 is paused \(paused by ops: investigating\)/);
       expect(server.subscriptions.some((s) => s.consumerId === consumerId && s.mode === 'rebind')).toBe(false);
+
+      // A consumer whose workflow is not running cannot be asked at all.
+      await handle.terminate('consumer stopped for the test');
+      const orphan = await client.workflow.start<typeof rebindWorkflow>('rebindWorkflow', {
+        taskQueue,
+        workflowId: `rebind-orphan:${consumerId}`,
+        args: [{ consumerId, filter: { kinds: ['trade'] }, requestedBy: 'ops', waitMs: 30_000 }],
+      });
+      track(orphan);
+      const notRunning = await orphan.result().then(
+        () => null,
+        (error: unknown) => error,
+      );
+      expect((notRunning as WorkflowFailedError).cause?.message).toMatch(/^consumer workflow whalehunt-consumer:rebind-refused-1 is not running/);
     });
   });
 

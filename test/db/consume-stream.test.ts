@@ -1,6 +1,7 @@
 // The streaming core end to end: a real ReferenceStreamServer, real Postgres, the real commit path.
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
+import { filterHash } from '../../protocol/canonical.js';
 import { encodeServerFrame, PROTOCOL_NAME } from '../../protocol/codec.js';
 import { DatabaseBehind, LeaseLost, StreamTransportError } from '../../activities/consume-stream.js';
 import type { ConsumeOutcome } from '../../activities/types.js';
@@ -115,6 +116,22 @@ describe('consumeStream end to end', () => {
     expect(olderAcks).toEqual(older.committed);
     expect((await savedEffects(db.pool, 'c-old')).executions).toEqual(foldExecutions(s.journal));
     expect((await savedEffects(db.pool, 'c-old')).state.checkpoint?.position).toBe(s.journal.head);
+  });
+
+  it('a rebind commits generation + 1 with the new filter from the saved token and reports rebound', async () => {
+    const s = await server({ journal: journal() });
+    const run = makeRun(db.pool, s, 'c-rebind');
+    await run.consume({ mode: 'from_floor', filter: { kinds: ['trade'] } });
+    const before = (await savedEffects(db.pool, 'c-rebind')).state.checkpoint!;
+
+    const outcome = await run.consume({ mode: 'rebind', filter: everything });
+    expect(outcome).toMatchObject({ kind: 'rebound', generation: 2, committed: { generation: 2, filterHash: filterHash(everything) } });
+    const rebind = s.subscriptions.find((x) => x.consumerId === 'c-rebind' && x.mode === 'rebind');
+    expect(rebind).toMatchObject({ generation: 2, startPosition: before.position });
+    // a retried attempt of the same rebind resumes the committed binding instead of bumping again
+    const retried = await run.consume({ mode: 'rebind', filter: everything });
+    expect(retried).toMatchObject({ kind: 'rebound', generation: 2 });
+    expect(s.subscriptions.filter((x) => x.consumerId === 'c-rebind').map((x) => x.mode)).toEqual(['from_floor', 'rebind', 'resume']);
   });
 
   it('commits and ACKs a zero-match checkpoint', async () => {

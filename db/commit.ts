@@ -85,14 +85,15 @@ async function readExisting(client: pg.PoolClient, plan: CheckpointPlan) {
     outcome: ExistingReceipt['outcome'] | null;
     quarantine_hash: string | null;
     disposition: ExistingQuarantine['disposition'] | null;
-  }>(
-    `SELECT ids.event_id, r.content_hash AS receipt_hash, r.outcome, q.content_hash AS quarantine_hash, q.disposition
-       FROM unnest($2::text[]) AS ids(event_id)
-       LEFT JOIN event_receipts r ON r.consumer_id = $1 AND r.event_id = ids.event_id
-       LEFT JOIN quarantine q ON q.consumer_id = $1 AND q.event_id = ids.event_id
-      WHERE r.event_id IS NOT NULL OR q.event_id IS NOT NULL`,
-    [plan.consumerId, eventIds],
-  );
+  }>({
+    name: 'whalehunt_commit_read_events',
+    text: `SELECT ids.event_id, r.content_hash AS receipt_hash, r.outcome, q.content_hash AS quarantine_hash, q.disposition
+             FROM unnest($2::text[]) AS ids(event_id)
+             LEFT JOIN event_receipts r ON r.consumer_id = $1 AND r.event_id = ids.event_id
+             LEFT JOIN quarantine q ON q.consumer_id = $1 AND q.event_id = ids.event_id
+            WHERE r.event_id IS NOT NULL OR q.event_id IS NOT NULL`,
+    values: [plan.consumerId, eventIds],
+  });
   for (const row of byEvent.rows) {
     if (row.receipt_hash !== null && row.outcome !== null) receipts.set(row.event_id, { contentHash: row.receipt_hash, outcome: row.outcome });
     if (row.quarantine_hash !== null && row.disposition !== null) {
@@ -115,13 +116,16 @@ async function readExisting(client: pg.PoolClient, plan: CheckpointPlan) {
     first_position: string;
     last_position: string;
     event_id: string;
-  }>(
-    `SELECT entity_id, revision, market, asset, side, price::text, size::text, notional::text, wallet, tx_hash,
-            first_position, last_position, event_id
-       FROM executions
-      WHERE consumer_id = $1 AND entity_id = ANY($2::text[])`,
-    [plan.consumerId, entityIds],
-  );
+  }>({
+    name: 'whalehunt_commit_read_executions',
+    // Joined from unnest (index probes per id) rather than `= ANY($2)`: as a prepared statement Postgres
+    // switches to a generic plan, and the generic plan for ANY over an unknown-size array scans the table.
+    text: `SELECT e.entity_id, e.revision, e.market, e.asset, e.side, e.price::text, e.size::text, e.notional::text, e.wallet,
+                  e.tx_hash, e.first_position, e.last_position, e.event_id
+             FROM unnest($2::text[]) AS ids(entity_id)
+             JOIN executions e ON e.consumer_id = $1 AND e.entity_id = ids.entity_id`,
+    values: [plan.consumerId, entityIds],
+  });
   for (const row of byEntity.rows) {
     executions.set(row.entity_id, {
       entityId: row.entity_id,
@@ -256,7 +260,11 @@ SELECT (SELECT version FROM checkpoint) AS version,
 async function writeCommit(client: pg.PoolClient, plan: CheckpointPlan, writes: CommitWrites): Promise<CommitResult> {
   const { receipts: r, executions: e, revisions: v, marketDeltas: m, quarantine: q, quality: n, outbox: o } = writes;
   const { binding, checkpoint } = plan;
-  const res = await client.query<{ version: number | null; quality_updated: number; outboxed: number }>(WRITE_COMMIT_SQL, [
+  // A named statement: parsed once per connection instead of on every commit (the statement is large).
+  const res = await client.query<{ version: number | null; quality_updated: number; outboxed: number }>({
+    name: 'whalehunt_commit_write',
+    text: WRITE_COMMIT_SQL,
+    values: [
     plan.consumerId,
     // $2-$6 receipts
     r.map((x) => x.eventId), r.map((x) => x.contentHash), r.map((x) => x.position), r.map((x) => x.ordinal), r.map((x) => x.outcome),
@@ -282,7 +290,8 @@ async function writeCommit(client: pg.PoolClient, plan: CheckpointPlan, writes: 
     JSON.stringify(binding.mappings),
     // $57-$61 checkpoint
     checkpoint.position, checkpoint.token, checkpoint.generation, checkpoint.cutPosition, checkpoint.cutReached,
-  ]);
+    ],
+  });
   const row = res.rows[0]!;
   return {
     version: row.version!,

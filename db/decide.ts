@@ -2,7 +2,7 @@
 // the outcome. No I/O, so every rule is property-tested without a database (test/unit/decide*.test.ts), and
 // the same function serves the stream and the paginated source.
 import { isSupportedKind, tradeDataSchema, type TradeData } from '../protocol/codec.js';
-import { addDecimal, compareDecimal, formatDecimal, mulDecimal, parseDecimal, subDecimal } from '../protocol/decimal.js';
+import { addDecimal, compareDecimal, formatDecimal, mulDecimal, parseDecimal, subDecimal, type Decimal } from '../protocol/decimal.js';
 import type { CheckpointPlan, QualityNotice, QuarantineReason, StagedEvent } from '../protocol/types.js';
 import { InvalidPlan, type HeldQuarantineItem } from './errors.js';
 
@@ -107,9 +107,6 @@ export function outboxKey(action: string, eventId: string): string {
   return `${action}:${eventId}`;
 }
 
-function notionalOf(data: TradeData): string {
-  return formatDecimal(mulDecimal(parseDecimal(data.price), parseDecimal(data.size)));
-}
 
 /** The data of a supported kind, or null when it does not parse (staging validates it; this is a backstop). */
 function tradeData(event: StagedEvent): TradeData | null {
@@ -135,7 +132,7 @@ export function decideCommit(plan: CheckpointPlan, existing: ExistingRows, parse
   const seenInPlan = new Map<string, string>();
   const receipts: ReceiptWrite[] = [];
   const revisions: RevisionWrite[] = [];
-  const deltas = new Map<string, { volume: ReturnType<typeof parseDecimal>; count: number }>();
+  const deltas = new Map<string, { volume: Decimal; count: number }>();
   const quarantine: QuarantineWrite[] = [];
   const held: QuarantineWrite[] = [];
   const outbox: OutboxWrite[] = [];
@@ -144,9 +141,8 @@ export function decideCommit(plan: CheckpointPlan, existing: ExistingRows, parse
   const terminalReasons = new Set<QuarantineReason>(plan.quarantinePolicy.terminalReasons);
 
   const current = (entityId: string): ExecutionState | undefined => executions.get(entityId) ?? existing.executions.get(entityId);
-  const addDelta = (market: string, volume: string, count: number, sign: 1 | -1) => {
+  const addDelta = (market: string, amount: Decimal, count: number, sign: 1 | -1) => {
     const entry = deltas.get(market) ?? { volume: { units: 0n, scale: 0 }, count: 0 };
-    const amount = parseDecimal(volume);
     entry.volume = sign === 1 ? addDecimal(entry.volume, amount) : subDecimal(entry.volume, amount);
     entry.count += count * sign;
     deltas.set(market, entry);
@@ -208,6 +204,7 @@ export function decideCommit(plan: CheckpointPlan, existing: ExistingRows, parse
       continue;
     }
 
+    const notional = mulDecimal(parseDecimal(data.price), parseDecimal(data.size));
     const after: ExecutionState = {
       entityId: event.entityId,
       revision: event.revision,
@@ -216,22 +213,22 @@ export function decideCommit(plan: CheckpointPlan, existing: ExistingRows, parse
       side: data.side,
       price: data.price,
       size: data.size,
-      notional: notionalOf(data),
+      notional: formatDecimal(notional),
       wallet: data.wallet,
       txHash: data.txHash,
       firstPosition: before?.firstPosition ?? event.position,
       lastPosition: event.position,
       eventId: event.eventId,
     };
-    if (before) addDelta(before.market, before.notional, 1, -1);
-    addDelta(after.market, after.notional, 1, 1);
+    if (before) addDelta(before.market, parseDecimal(before.notional), 1, -1);
+    addDelta(after.market, notional, 1, 1);
     executions.set(event.entityId, after);
     changed.add(event.entityId);
     if (before) {
       const { firstPosition: _first, lastPosition, ...superseded } = before;
       revisions.push({ ...superseded, position: lastPosition });
     }
-    if (alertThreshold !== null && compareDecimal(parseDecimal(after.notional), alertThreshold) >= 0) {
+    if (alertThreshold !== null && compareDecimal(notional, alertThreshold) >= 0) {
       const { firstPosition: _first, lastPosition: _last, ...state } = after;
       outbox.push({
         idempotencyKey: outboxKey(WHALE_ALERT, event.eventId),

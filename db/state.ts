@@ -77,13 +77,14 @@ async function selectState(client: pg.PoolClient | pg.Pool, consumerId: string):
  * a consumer (commit, decision) goes through here, so they serialise per consumer and never interleave.
  */
 export async function lockCheckpoint(client: pg.PoolClient, consumerId: string): Promise<CommittedState | null> {
-  const res = await client.query<StateRow>(
-    `SELECT ${STATE_COLUMNS}
-       FROM checkpoints c LEFT JOIN consumer_bindings b ON b.consumer_id = c.consumer_id
-      WHERE c.consumer_id = $1
-        FOR UPDATE OF c`,
-    [consumerId],
-  );
+  const res = await client.query<StateRow>({
+    name: 'whalehunt_lock_checkpoint',
+    text: `SELECT ${STATE_COLUMNS}
+             FROM checkpoints c LEFT JOIN consumer_bindings b ON b.consumer_id = c.consumer_id
+            WHERE c.consumer_id = $1
+              FOR UPDATE OF c`,
+    values: [consumerId],
+  });
   return res.rows[0] ? toState(res.rows[0]) : null;
 }
 

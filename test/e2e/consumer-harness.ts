@@ -62,6 +62,8 @@ export interface ConsumerStack {
   startConsumer(input: Partial<ConsumerWorkflowInput> & { consumerId: string }): Promise<ConsumerHandle>;
   /** Remembers a workflow whose history the file's replay test checks. */
   track(handle: WorkflowHandle): void;
+  /** Shuts the worker down gracefully, runs `between` with no worker polling, then starts a new one. */
+  restartWorker(between: () => Promise<void>): Promise<void>;
 }
 
 /** Runs `fn` with the stack up; always shuts the worker down and closes everything, then records histories. */
@@ -98,17 +100,19 @@ export async function withConsumerStack<T>(res: Resources, db: TestDatabase, opt
     },
   });
   const realStore = poolStore(db.pool);
-  const worker = await createWorker({
-    config,
-    pool: db.pool,
-    connection,
-    workflowBundle: { codePath: sharedWorkflowBundlePath() },
-    log,
-    ...(options.store ? { store: options.store(realStore) } : {}),
-    ...(options.overrideActivities ? { overrideActivities: (activities: Activities) => options.overrideActivities!(activities, { config }) } : {}),
-    shutdownForceTimeMs: 20_000,
-  });
-  const running = worker.run();
+  const newWorker = () =>
+    createWorker({
+      config,
+      pool: db.pool,
+      connection,
+      workflowBundle: { codePath: sharedWorkflowBundlePath() },
+      log,
+      ...(options.store ? { store: options.store(realStore) } : {}),
+      ...(options.overrideActivities ? { overrideActivities: (activities: Activities) => options.overrideActivities!(activities, { config }) } : {}),
+      shutdownForceTimeMs: 20_000,
+    });
+  let worker = await newWorker();
+  let running = worker.run();
   const handles: WorkflowHandle[] = [];
   const stack: ConsumerStack = {
     server,
@@ -140,6 +144,13 @@ export async function withConsumerStack<T>(res: Resources, db: TestDatabase, opt
     },
     track(handle) {
       handles.push(handle);
+    },
+    async restartWorker(between) {
+      await worker.shutdown();
+      await running;
+      await between();
+      worker = await newWorker();
+      running = worker.run();
     },
   };
   try {

@@ -136,6 +136,31 @@ describe('fencing and continue-as-new', () => {
     });
   });
 
+  it('graceful shutdown ends the running lease at a checkpoint boundary; a new worker resumes from the committed token', async () => {
+    const consumerId = 'shutdown-1';
+    const journal = journalOf([1, 2, 3, 4].map((i) => ({ events: [trade(`d${i}`, 'mA', '0.5', '2')] })));
+    await withConsumerStack(res, db, { journal }, async ({ server, startConsumer, restartWorker }) => {
+      const handle = await startConsumer({ consumerId, leaseMs: 600_000 });
+      await within(server.waitForAck((a) => a.consumerId === consumerId && a.position === 4), 60_000, 'the ACK of checkpoint 4');
+      await within(server.waitForSubscription((s) => s.consumerId === consumerId && s.mode === 'resume'), 60_000, 'the long lease');
+      await restartWorker(async () => {
+        // The ten-minute lease did not hold the shutdown: it completed as `cancelled`, nothing uncommitted was ACKed.
+        const history = await handle.fetchHistory();
+        const completed = history.events!.filter((e) => e.activityTaskCompletedEventAttributes).at(-1)!;
+        const payload = completed.activityTaskCompletedEventAttributes!.result!.payloads![0]!;
+        const outcome = JSON.parse(Buffer.from(payload.data!).toString('utf8')) as ConsumeOutcome;
+        expect(outcome).toMatchObject({ kind: 'cancelled', committed: { position: 4 } });
+        expect(Math.max(...server.acks.filter((a) => a.consumerId === consumerId).map((a) => a.position))).toBe(4);
+      });
+      const resumed = await within(
+        server.waitForSubscription((s) => s.consumerId === consumerId && s.mode === 'resume' && server.subscriptions.filter((x) => x.consumerId === consumerId).indexOf(s) > 1),
+        60_000,
+        'the session of the new worker',
+      );
+      expect(resumed.startPosition).toBe(4);
+    });
+  });
+
   it('replays every recorded history without nondeterminism and no history holds the API key', async () => {
     await expectReplayable();
   });

@@ -11,6 +11,7 @@ import {
   consumerWorkflowId,
   resolveBindingSignal,
   resolveBindingUpdate,
+  rebindUpdate,
   resolveGapUpdate,
   resumeSignal,
   type ConsumerWorkflowInput,
@@ -64,7 +65,7 @@ function scriptedActivities(script: Step[], database: { committed: CheckpointSum
       return Promise.resolve(view(database.committed));
     },
   };
-  return { activities, calls, decisions, failNextDecision: () => (failNextDecision = true) };
+  return { activities, calls, decisions, script, failNextDecision: () => (failNextDecision = true) };
 }
 
 function input(consumerId: string): ConsumerWorkflowInput {
@@ -145,6 +146,34 @@ describe('consumer workflow branches (scripted activities)', () => {
       // retry repeats the same start with the exact saved binding.
       await waitForStatus(handle, 'the retried lease', () => scripted.calls.length === 3);
       expect(scripted.calls[2]!.start).toEqual({ mode: 'resume' });
+      await handle.terminate('done');
+    });
+    await res.close(testClient);
+  });
+
+  it('rebind update: an invalid filter is rejected before history; a valid one cancels the lease, rebinds and switches filter', async () => {
+    const testClient = res.track(await createTestClient());
+    const database = { committed: null as CheckpointSummary | null };
+    const scripted = scriptedActivities([{ kind: 'rebound', generation: 1, committed: summary(3), counters }], database);
+    await withWorker({ activities: scripted.activities }, async ({ taskQueue }) => {
+      const handle = await testClient.client.workflow.start<typeof consumerWorkflow>('consumerWorkflow', {
+        taskQueue,
+        workflowId: consumerWorkflowId('wf-3'),
+        args: [input('wf-3')],
+      });
+      await waitForStatus(handle, 'the idle resumed lease', (s) => s.committed?.position === 3 && scripted.calls.length === 2);
+
+      expect(
+        await updateRejection(handle.executeUpdate(rebindUpdate, { args: [{ filter: { minNotional: 'lots' }, requestedBy: 'ops' }] })),
+      ).toMatch(/^invalid rebind request: filter.minNotional/);
+
+      scripted.script.push({ kind: 'rebound', generation: 2, committed: { ...summary(3, 4), generation: 2 }, counters });
+      const accepted = await handle.executeUpdate(rebindUpdate, { args: [{ filter: { kinds: ['trade'] }, requestedBy: 'ops' }] });
+      expect(accepted.pendingRebind).toEqual({ filter: { kinds: ['trade'] }, requestedBy: 'ops' });
+      const rebound = await waitForStatus(handle, 'generation 2', (s) => s.committed?.generation === 2 && s.phase === 'streaming');
+      expect(rebound.filter).toEqual({ kinds: ['trade'] });
+      expect(rebound.pendingRebind).toBeNull();
+      expect(scripted.calls[2]!.start).toEqual({ mode: 'rebind', filter: { kinds: ['trade'] } });
       await handle.terminate('done');
     });
     await res.close(testClient);

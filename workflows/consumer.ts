@@ -16,6 +16,7 @@ import {
   proxyActivities,
   setCurrentDetails,
   setHandler,
+  sleep,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
@@ -268,7 +269,10 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
   upsertSearchAttributes([{ key: consumerIdSearchAttribute, value: id }]);
 
   // ---- the loop -------------------------------------------------------------------------------------
-  if (!input.carried) await adoptDatabaseState('first start');
+  // A first start reads the database before anything else; an unreachable database is waited out on a durable timer.
+  if (!input.carried) {
+    while (!(await tryAdoptDatabaseState('first start'))) await sleep(nextBackoffDelay());
+  }
   publish();
 
   let runsThisExecution = 0;
@@ -404,9 +408,29 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
     log.warn('streaming run failed; backing off', { consumerId: id, error: state.lastError });
   }
 
-  async function backoff(): Promise<void> {
+  /** False (and in backoff, with the error shown) when the database could not be read. */
+  async function tryAdoptDatabaseState(why: string): Promise<boolean> {
+    try {
+      await adoptDatabaseState(why);
+    } catch (error) {
+      state.lastError = `could not read the committed checkpoint: ${errorMessage(error)}`;
+      state.phase = 'backoff';
+      publish();
+      return false;
+    }
+    if (state.phase === 'backoff') state.phase = state.runningPhase();
+    state.backoffRounds = 0;
+    return true;
+  }
+
+  function nextBackoffDelay(): number {
     const delay = Math.min(tuning.backoffInitialMs * 2 ** state.backoffRounds, tuning.backoffMaxMs);
     state.backoffRounds += 1;
+    return delay;
+  }
+
+  async function backoff(): Promise<void> {
+    const delay = nextBackoffDelay();
     publish();
     // A pause or a rebind ends the wait early; neither drops the committed token.
     const before = wakeups;
@@ -421,6 +445,7 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
     try {
       await adoptDatabaseState(`resumed by ${request.actor}: ${request.reason}`);
     } catch (error) {
+      // Still paused: the operator resumes again once the database answers.
       state.lastError = `resume could not read the committed checkpoint: ${errorMessage(error)}`;
       return;
     }

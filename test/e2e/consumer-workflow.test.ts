@@ -32,7 +32,7 @@ const view = (s: CheckpointSummary | null): CommittedView => ({
 });
 
 /** consumeStream plays `script`; past its end a lease idles (heartbeating) until it is cancelled. */
-function scriptedActivities(script: Step[], database: { committed: CheckpointSummary | null }) {
+function scriptedActivities(script: Step[], database: { committed: CheckpointSummary | null; unreachableReads?: number }) {
   const calls: ConsumeStreamInput[] = [];
   const decisions: string[] = [];
   let failNextDecision = false;
@@ -55,7 +55,13 @@ function scriptedActivities(script: Step[], database: { committed: CheckpointSum
         return { kind: 'cancelled', committed: database.committed ?? summary(0), counters };
       }
     },
-    loadCommitted: () => Promise.resolve(view(database.committed)),
+    loadCommitted(): Promise<CommittedView> {
+      if ((database.unreachableReads ?? 0) > 0) {
+        database.unreachableReads! -= 1;
+        return Promise.reject(ApplicationFailure.nonRetryable('connect ECONNREFUSED 127.0.0.1:5432', 'StorageFailure'));
+      }
+      return Promise.resolve(view(database.committed));
+    },
     recordBindingDecision(input: { decision: string }): Promise<CommittedView> {
       if (failNextDecision) {
         failNextDecision = false;
@@ -174,6 +180,26 @@ describe('consumer workflow branches (scripted activities)', () => {
       expect(rebound.filter).toEqual({ kinds: ['trade'] });
       expect(rebound.pendingRebind).toBeNull();
       expect(scripted.calls[2]!.start).toEqual({ mode: 'rebind', filter: { kinds: ['trade'] } });
+      await handle.terminate('done');
+    });
+    await res.close(testClient);
+  });
+
+  it('a first start waits out an unreachable database on a durable timer, then starts explicitly', async () => {
+    const testClient = res.track(await createTestClient());
+    const database = { committed: null as CheckpointSummary | null, unreachableReads: 2 };
+    const scripted = scriptedActivities([], database);
+    await withWorker({ activities: scripted.activities }, async ({ taskQueue }) => {
+      const handle = await testClient.client.workflow.start<typeof consumerWorkflow>('consumerWorkflow', {
+        taskQueue,
+        workflowId: consumerWorkflowId('wf-4'),
+        args: [{ ...input('wf-4'), tuning: { backoffInitialMs: 200 } }],
+      });
+      const streaming = await waitForStatus(handle, 'the first lease', () => scripted.calls.length === 1);
+      expect(streaming.phase).toBe('streaming');
+      expect(streaming.lastError).toBe('could not read the committed checkpoint: connect ECONNREFUSED 127.0.0.1:5432');
+      expect(scripted.calls[0]!.start).toEqual({ mode: 'from_floor', filter: {} });
+      expect(database.unreachableReads).toBe(0);
       await handle.terminate('done');
     });
     await res.close(testClient);

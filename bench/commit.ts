@@ -11,7 +11,7 @@ import { acquireLease, commitCheckpoint, createPool, migrate } from '../db/index
 import { makePlan, trade } from '../test/db/fixtures.js';
 import type { CheckpointPlan, StagedEvent } from '../protocol/types.js';
 
-const SIZES = [1, 100, 1_000, 10_000];
+const SIZES = (process.env.SIZES ?? "1,100,1000,10000").split(",").map(Number);
 /** Enough iterations for a stable p50 and a meaningful p99 at small sizes, bounded time at large ones. */
 const ITERATIONS: Record<number, number> = { 1: 400, 100: 150, 1_000: 40, 10_000: 8 };
 const WARMUP = 3;

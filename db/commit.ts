@@ -77,6 +77,9 @@ async function readExisting(client: pg.PoolClient, plan: CheckpointPlan) {
   const executions = new Map<string, ExecutionState>();
   if (plan.events.length === 0) return { receipts, quarantine, executions };
 
+  // Both reads probe the primary key once per id: LATERAL … LIMIT 1 cannot be flattened into a join, so the
+  // planner cannot pick a hash join over all of the consumer's rows — which it does whenever its statistics lag
+  // behind a growing table, making every commit O(table) instead of O(checkpoint).
   const eventIds = [...new Set(plan.events.map((e) => e.eventId))];
   // Receipts and quarantine records in one query: both are keyed by eventId and both decide the event's fate.
   const byEvent = await client.query<{
@@ -89,9 +92,11 @@ async function readExisting(client: pg.PoolClient, plan: CheckpointPlan) {
     name: 'whalehunt_commit_read_events',
     text: `SELECT ids.event_id, r.content_hash AS receipt_hash, r.outcome, q.content_hash AS quarantine_hash, q.disposition
              FROM unnest($2::text[]) AS ids(event_id)
-             LEFT JOIN event_receipts r ON r.consumer_id = $1 AND r.event_id = ids.event_id
-             LEFT JOIN quarantine q ON q.consumer_id = $1 AND q.event_id = ids.event_id
-            WHERE r.event_id IS NOT NULL OR q.event_id IS NOT NULL`,
+             LEFT JOIN LATERAL (SELECT content_hash, outcome FROM event_receipts
+                                 WHERE consumer_id = $1 AND event_id = ids.event_id LIMIT 1) r ON true
+             LEFT JOIN LATERAL (SELECT content_hash, disposition FROM quarantine
+                                 WHERE consumer_id = $1 AND event_id = ids.event_id LIMIT 1) q ON true
+            WHERE r.content_hash IS NOT NULL OR q.content_hash IS NOT NULL`,
     values: [plan.consumerId, eventIds],
   });
   for (const row of byEvent.rows) {
@@ -118,12 +123,11 @@ async function readExisting(client: pg.PoolClient, plan: CheckpointPlan) {
     event_id: string;
   }>({
     name: 'whalehunt_commit_read_executions',
-    // Joined from unnest (index probes per id) rather than `= ANY($2)`: as a prepared statement Postgres
-    // switches to a generic plan, and the generic plan for ANY over an unknown-size array scans the table.
     text: `SELECT e.entity_id, e.revision, e.market, e.asset, e.side, e.price::text, e.size::text, e.notional::text, e.wallet,
                   e.tx_hash, e.first_position, e.last_position, e.event_id
              FROM unnest($2::text[]) AS ids(entity_id)
-             JOIN executions e ON e.consumer_id = $1 AND e.entity_id = ids.entity_id`,
+             CROSS JOIN LATERAL (SELECT * FROM executions
+                                  WHERE consumer_id = $1 AND entity_id = ids.entity_id LIMIT 1) e`,
     values: [plan.consumerId, entityIds],
   });
   for (const row of byEntity.rows) {

@@ -11,9 +11,11 @@ import { acquireLease, commitCheckpoint, createPool, migrate } from '../db/index
 import { makePlan, trade } from '../test/db/fixtures.js';
 import type { CheckpointPlan, StagedEvent } from '../protocol/types.js';
 
-const SIZES = (process.env.SIZES ?? "1,100,1000,10000").split(",").map(Number);
+/** Checkpoint sizes; BENCH_SIZES=100,1000 narrows a run while investigating. */
+const SIZES = (process.env.BENCH_SIZES ?? '1,100,1000,10000').split(',').map(Number);
 /** Enough iterations for a stable p50 and a meaningful p99 at small sizes, bounded time at large ones. */
 const ITERATIONS: Record<number, number> = { 1: 400, 100: 150, 1_000: 40, 10_000: 8 };
+const DEFAULT_ITERATIONS = 20;
 const WARMUP = 3;
 const MARKETS = 20;
 
@@ -130,7 +132,7 @@ export async function runCommitBench(): Promise<void> {
     for (const size of SIZES) {
       const ours: number[] = [];
       const theirs: number[] = [];
-      for (let i = 0; i < WARMUP + ITERATIONS[size]!; i++) {
+      for (let i = 0; i < WARMUP + (ITERATIONS[size] ?? DEFAULT_ITERATIONS); i++) {
         // Plans are built before the clock starts: only the database work is measured.
         const plan = nextPlan(size, fence);
         const base = baselinePlan(size, { leaseEpoch: 0, version: 0 });

@@ -6,7 +6,7 @@
 //            checkpoint row.
 // BEGIN, lock, two reads, one write, COMMIT: six round trips whatever the size of the checkpoint.
 import type pg from 'pg';
-import type { CheckpointPlan } from '../protocol/types.js';
+import type { CheckpointPlan, StagedEvent } from '../protocol/types.js';
 import {
   decideCommit,
   validatePlanAgainstSaved,
@@ -15,6 +15,7 @@ import {
   type ExecutionState,
   type ExistingQuarantine,
   type ExistingReceipt,
+  type ExistingRows,
   type QuarantineWrite,
 } from './decide.js';
 import { ConflictingEvent, Fenced, HeldQuarantine } from './errors.js';
@@ -48,7 +49,7 @@ export async function commitCheckpoint(pool: pg.Pool, plan: CheckpointPlan): Pro
     }
     validatePlanAgainstSaved(plan, saved);
 
-    const existing = await readExisting(client, plan);
+    const existing = await readExisting(client, plan.consumerId, plan.events);
     const decision = decideCommit(plan, existing, parsed);
     if (decision.outcome === 'conflict') {
       throw new ConflictingEvent(decision.eventId, decision.savedHash, decision.incomingHash);
@@ -71,16 +72,17 @@ export async function commitCheckpoint(pool: pg.Pool, plan: CheckpointPlan): Pro
   return outcome.result;
 }
 
-async function readExisting(client: pg.PoolClient, plan: CheckpointPlan) {
+/** The read step: receipts, quarantine records and executions the events touch (also used by the page consumer). */
+export async function readExisting(client: pg.PoolClient, consumerId: string, events: readonly StagedEvent[]): Promise<ExistingRows> {
   const receipts = new Map<string, ExistingReceipt>();
   const quarantine = new Map<string, ExistingQuarantine>();
   const executions = new Map<string, ExecutionState>();
-  if (plan.events.length === 0) return { receipts, quarantine, executions };
+  if (events.length === 0) return { receipts, quarantine, executions };
 
   // Both reads probe the primary key once per id: LATERAL … LIMIT 1 cannot be flattened into a join, so the
   // planner cannot pick a hash join over all of the consumer's rows — which it does whenever its statistics lag
   // behind a growing table, making every commit O(table) instead of O(checkpoint).
-  const eventIds = [...new Set(plan.events.map((e) => e.eventId))];
+  const eventIds = [...new Set(events.map((e) => e.eventId))];
   // Receipts and quarantine records in one query: both are keyed by eventId and both decide the event's fate.
   const byEvent = await client.query<{
     event_id: string;
@@ -97,7 +99,7 @@ async function readExisting(client: pg.PoolClient, plan: CheckpointPlan) {
              LEFT JOIN LATERAL (SELECT content_hash, disposition FROM quarantine
                                  WHERE consumer_id = $1 AND event_id = ids.event_id LIMIT 1) q ON true
             WHERE r.content_hash IS NOT NULL OR q.content_hash IS NOT NULL`,
-    values: [plan.consumerId, eventIds],
+    values: [consumerId, eventIds],
   });
   for (const row of byEvent.rows) {
     if (row.receipt_hash !== null && row.outcome !== null) receipts.set(row.event_id, { contentHash: row.receipt_hash, outcome: row.outcome });
@@ -106,7 +108,7 @@ async function readExisting(client: pg.PoolClient, plan: CheckpointPlan) {
     }
   }
 
-  const entityIds = [...new Set(plan.events.map((e) => e.entityId))];
+  const entityIds = [...new Set(events.map((e) => e.entityId))];
   const byEntity = await client.query<{
     entity_id: string;
     revision: number;
@@ -128,7 +130,7 @@ async function readExisting(client: pg.PoolClient, plan: CheckpointPlan) {
              FROM unnest($2::text[]) AS ids(entity_id)
              CROSS JOIN LATERAL (SELECT * FROM executions
                                   WHERE consumer_id = $1 AND entity_id = ids.entity_id LIMIT 1) e`,
-    values: [plan.consumerId, entityIds],
+    values: [consumerId, entityIds],
   });
   for (const row of byEntity.rows) {
     executions.set(row.entity_id, {
@@ -151,7 +153,7 @@ async function readExisting(client: pg.PoolClient, plan: CheckpointPlan) {
 }
 
 /** Held records, or terminal ones. A held record seen again stays held; a retried one is held again. */
-async function writeQuarantine(client: pg.PoolClient, consumerId: string, records: QuarantineWrite[]): Promise<void> {
+export async function writeQuarantine(client: pg.PoolClient, consumerId: string, records: QuarantineWrite[]): Promise<void> {
   if (records.length === 0) return;
   await client.query(
     `INSERT INTO quarantine (consumer_id, event_id, entity_id, kind, position, ordinal, content_hash, reason, disposition)
@@ -179,8 +181,12 @@ async function writeQuarantine(client: pg.PoolClient, consumerId: string, record
  * (an empty array unnests to no rows, so an unused part is a no-op). Postgres runs each data-modifying CTE
  * exactly once; the parts touch disjoint rows (decide() emits one row per entity, market, scope and event), so
  * none needs to see another's effect within the statement.
+ *
+ * EFFECT_WRITE_CTES are the effects of decide()'s writes ($1 consumer, $2-$49 from effectWriteValues); each
+ * source appends the CTEs of its own progress row (parameters from $50) and a SELECT that may read `quality` and
+ * `outboxed`: the stream its binding and checkpoint, the page consumer its applied position.
  */
-const WRITE_COMMIT_SQL = `
+export const EFFECT_WRITE_CTES = `
 WITH receipts AS (
   -- dedup receipts: the durable outcome of every new event
   INSERT INTO event_receipts (consumer_id, event_id, content_hash, position, ordinal, outcome)
@@ -235,6 +241,10 @@ outboxed AS (
   ON CONFLICT (consumer_id, idempotency_key) DO NOTHING
   RETURNING 1
 ),
+`;
+export const EFFECT_PARAM_COUNT = 49;
+
+const WRITE_COMMIT_SQL = `${EFFECT_WRITE_CTES}
 binding AS (
   INSERT INTO consumer_bindings (consumer_id, subscription_id, stream, history_id, filter, filter_hash, generation, mappings)
   VALUES ($1, $50, $51, $52, $53::jsonb, $54, $55, $56::jsonb)
@@ -261,15 +271,11 @@ SELECT (SELECT version FROM checkpoint) AS version,
        (SELECT count(*) FROM quality)::int AS quality_updated,
        (SELECT count(*) FROM outboxed)::int AS outboxed`;
 
-async function writeCommit(client: pg.PoolClient, plan: CheckpointPlan, writes: CommitWrites): Promise<CommitResult> {
+/** $1-$49 of EFFECT_WRITE_CTES: the consumer and decide()'s writes; `asOf` is the position saved with quality notices. */
+export function effectWriteValues(consumerId: string, writes: CommitWrites, asOf: number): unknown[] {
   const { receipts: r, executions: e, revisions: v, marketDeltas: m, quarantine: q, quality: n, outbox: o } = writes;
-  const { binding, checkpoint } = plan;
-  // A named statement: parsed once per connection instead of on every commit (the statement is large).
-  const res = await client.query<{ version: number | null; quality_updated: number; outboxed: number }>({
-    name: 'whalehunt_commit_write',
-    text: WRITE_COMMIT_SQL,
-    values: [
-    plan.consumerId,
+  return [
+    consumerId,
     // $2-$6 receipts
     r.map((x) => x.eventId), r.map((x) => x.contentHash), r.map((x) => x.position), r.map((x) => x.ordinal), r.map((x) => x.outcome),
     // $7-$19 executions
@@ -286,14 +292,25 @@ async function writeCommit(client: pg.PoolClient, plan: CheckpointPlan, writes: 
     q.map((x) => x.eventId), q.map((x) => x.entityId), q.map((x) => x.kind), q.map((x) => x.position), q.map((x) => x.ordinal),
     q.map((x) => x.contentHash), q.map((x) => x.reason),
     // $42-$45 quality
-    n.map((x) => x.scope), n.map((x) => x.state), n.map((x) => x.position), checkpoint.position,
+    n.map((x) => x.scope), n.map((x) => x.state), n.map((x) => x.position), asOf,
     // $46-$49 outbox
     o.map((x) => x.idempotencyKey), o.map((x) => x.eventId), o.map((x) => x.action), o.map((x) => JSON.stringify(x.payload)),
-    // $50-$56 binding
-    binding.subscriptionId, binding.stream, binding.historyId, JSON.stringify(binding.filter), binding.filterHash, binding.generation,
-    JSON.stringify(binding.mappings),
-    // $57-$61 checkpoint
-    checkpoint.position, checkpoint.token, checkpoint.generation, checkpoint.cutPosition, checkpoint.cutReached,
+  ];
+}
+
+async function writeCommit(client: pg.PoolClient, plan: CheckpointPlan, writes: CommitWrites): Promise<CommitResult> {
+  const { binding, checkpoint } = plan;
+  // A named statement: parsed once per connection instead of on every commit (the statement is large).
+  const res = await client.query<{ version: number | null; quality_updated: number; outboxed: number }>({
+    name: 'whalehunt_commit_write',
+    text: WRITE_COMMIT_SQL,
+    values: [
+      ...effectWriteValues(plan.consumerId, writes, checkpoint.position),
+      // $50-$56 binding
+      binding.subscriptionId, binding.stream, binding.historyId, JSON.stringify(binding.filter), binding.filterHash, binding.generation,
+      JSON.stringify(binding.mappings),
+      // $57-$61 checkpoint
+      checkpoint.position, checkpoint.token, checkpoint.generation, checkpoint.cutPosition, checkpoint.cutReached,
     ],
   });
   const row = res.rows[0]!;

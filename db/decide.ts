@@ -117,7 +117,10 @@ function tradeData(event: StagedEvent): TradeData | null {
 /** Parsed trade data aligned with plan.events (null for unsupported kinds and unparseable data). */
 export type ParsedEventData = readonly (TradeData | null)[];
 
-export function parseEventData(plan: CheckpointPlan): ParsedEventData {
+/** What the domain rules read of a plan: the stream's checkpoint plans and the page consumer's chunks both are one. */
+export type DecidablePlan = Pick<CheckpointPlan, 'events' | 'qualityNotices' | 'quarantinePolicy' | 'actions'>;
+
+export function parseEventData(plan: Pick<CheckpointPlan, 'events'>): ParsedEventData {
   return plan.events.map((event) => (isSupportedKind(event.kind) ? tradeData(event) : null));
 }
 
@@ -126,7 +129,7 @@ export function parseEventData(plan: CheckpointPlan): ParsedEventData {
  * (a trade and its correction in the same checkpoint). Throws InvalidPlan for a supported kind whose data does
  * not parse (validatePlanShape rejects that first; this keeps the function total on its own).
  */
-export function decideCommit(plan: CheckpointPlan, existing: ExistingRows, parsed: ParsedEventData = parseEventData(plan)): CommitDecision {
+export function decideCommit(plan: DecidablePlan, existing: ExistingRows, parsed: ParsedEventData = parseEventData(plan)): CommitDecision {
   const executions = new Map<string, ExecutionState>();
   const changed = new Set<string>();
   const seenInPlan = new Map<string, string>();

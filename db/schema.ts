@@ -237,3 +237,29 @@ export const outbox = pgTable(
     check('outbox_status_check', sql`${t.status} IN ('pending', 'claimed', 'done', 'dead')`),
   ],
 );
+
+/**
+ * Progress of a paginated-history consumer (PROTOCOL.md section 8): the cursor to fetch next and the end of the
+ * complete durable prefix are separate, because a page's events become durable in chunks before its `next`
+ * replaces the cursor. `version` is the compare-and-swap every chunk and every cursor swap is fenced on. Its
+ * effects (receipts, executions, …) live in the same tables as a stream consumer's, keyed by consumer_id.
+ */
+export const pageProgress = pgTable(
+  'page_progress',
+  {
+    consumerId: text('consumer_id').primaryKey(),
+    stream: text('stream').notNull(),
+    filter: jsonb('filter').notNull(),
+    filterHash: text('filter_hash').notNull(),
+    /** The history the cursor belongs to, saved with the first cursor. */
+    historyId: text('history_id'),
+    /** The whole opaque token to fetch next; null: start at the retention floor. */
+    resumeCursor: text('resume_cursor'),
+    /** Every event at or below this position has a durable outcome (receipt). */
+    appliedPosition: bigint('applied_position', { mode: 'number' }).notNull().default(0),
+    version: integer('version').notNull().default(0),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [check('page_progress_cursor_not_empty', sql`${t.resumeCursor} IS NULL OR length(${t.resumeCursor}) > 0`)],
+);

@@ -1,8 +1,10 @@
 // `npm run bench -- <name>`: runs one benchmark by name. Benchmarks measure; tests never do.
 import { runCommitBench } from './commit.js';
+import { runStreamBench } from './stream.js';
 
 const BENCHES: Record<string, () => Promise<void>> = {
   commit: runCommitBench,
+  stream: runStreamBench,
 };
 
 const name = process.argv[2];

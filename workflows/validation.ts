@@ -1,6 +1,7 @@
 // Synchronous validation of operator input, shared by update validators (which reject before anything
 // reaches history) and signal handlers (which cannot reject, so they ignore and report). zod is pure and
 // deterministic, so it is safe in the workflow sandbox.
+import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { filterSchema } from '../protocol/codec.js';
 import type { BindingResolution, GapResolution, QuarantineResolution, RebindRequest } from './definitions.js';
@@ -24,10 +25,16 @@ const rebindRequestSchema = z.object({
   replyTo: z.string().min(1).optional(),
 });
 
-/** Invalid operator input; the message lists every problem (never a value that could be a secret). */
-export class InvalidOperatorInput extends Error {
+/**
+ * Invalid operator input; the message lists every problem (never a value that could be a secret). An
+ * ApplicationFailure, so that thrown from a handler or a workflow it fails the update or the workflow
+ * instead of retrying the workflow task forever.
+ */
+export class InvalidOperatorInput extends ApplicationFailure {
   readonly code = 'invalid_operator_input';
-  override readonly name = 'InvalidOperatorInput';
+  constructor(message: string) {
+    super(message, 'InvalidOperatorInput', true);
+  }
 }
 
 function parse<T>(schema: z.ZodType<T>, what: string, value: unknown): T {

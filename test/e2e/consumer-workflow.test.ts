@@ -1,12 +1,15 @@
 // The consumer workflow's branches with scripted activities on the run's Temporal dev server: the paths a
 // real stream rarely takes on demand (a database behind the workflow, a decision that cannot be recorded,
 // invalid operator input). The full-stack rows live in consumer-*.test.ts.
+import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
 import { describe, expect, it } from 'vitest';
 import type { CommittedView } from '../../activities/index.js';
 import type { CheckpointSummary, ConsumeOutcome, ConsumeStreamInput } from '../../activities/types.js';
+import type { StreamFilter } from '../../protocol/codec.js';
 import type { consumerWorkflow } from '../../workflows/consumer.js';
+import type { rebindWorkflow } from '../../workflows/rebind.js';
 import {
   consumerWorkflowId,
   resolveBindingSignal,
@@ -201,6 +204,26 @@ describe('consumer workflow branches (scripted activities)', () => {
       expect(scripted.calls[0]!.start).toEqual({ mode: 'from_floor', filter: {} });
       expect(database.unreachableReads).toBe(0);
       await handle.terminate('done');
+    });
+    await res.close(testClient);
+  });
+
+  it('a rebind workflow with an invalid filter (e.g. a schedule typo) fails at once instead of retrying', async () => {
+    const testClient = res.track(await createTestClient());
+    const scripted = scriptedActivities([], { committed: null });
+    await withWorker({ activities: scripted.activities }, async ({ taskQueue }) => {
+      const failure = await testClient.client.workflow
+        .execute<typeof rebindWorkflow>('rebindWorkflow', {
+          taskQueue,
+          workflowId: 'rebind-typo:wf-5',
+          args: [{ consumerId: 'wf-5', filter: { market: ['m1'] } as StreamFilter, requestedBy: 'schedule' }],
+        })
+        .then(
+          () => null,
+          (error: unknown) => error,
+        );
+      expect(failure).toBeInstanceOf(WorkflowFailedError);
+      expect((failure as WorkflowFailedError).cause?.message).toMatch(/^invalid rebind request: filter: Unrecognized key: "market"/);
     });
     await res.close(testClient);
   });

@@ -54,7 +54,12 @@ export function crashHooks(crash: { point: CrashPoint; position: number }, log: 
 /** Routes the Temporal SDK's own logs through `logger`; once per process, before any connection. */
 export function installRuntime(logger: JsonLogger): void {
   // No shutdown signals: the process's own handlers decide the order of shutdown (worker, dispatcher, pool).
-  Runtime.install({ logger: logger.child({ component: 'temporal' }), shutdownSignals: [] });
+  // Core's native logs are forwarded too, so stdout holds JSON lines only.
+  Runtime.install({
+    logger: logger.child({ component: 'temporal' }),
+    shutdownSignals: [],
+    telemetryOptions: { logging: { filter: { core: 'WARN', other: 'ERROR' }, forward: {} } },
+  });
 }
 
 export interface WorkerRuntimeOptions {

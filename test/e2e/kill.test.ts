@@ -1,0 +1,185 @@
+// kill -9 of a real worker process at each cut point of a checkpoint (after staging, after the commit before
+// its ACK, after the ACK), then a fresh worker process: every effect exactly once (equal to a plain fold of
+// the journal), the resumed session starts from the committed token, and the workflow goes on leasing
+// normally. The worker is `worker/main.ts` as operators run it, crashed by its test-only WHALEHUNT_TEST_CRASH_AT.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { consumerSummary, loadCommitted } from '../../db/index.js';
+import { addDecimal, formatDecimal, parseDecimal } from '../../protocol/decimal.js';
+import { Journal } from '../../simulator/journal.js';
+import { ReferenceStreamServer } from '../../simulator/server.js';
+import type { consumerWorkflow } from '../../workflows/index.js';
+import { consumerIdSearchAttribute, consumerWorkflowId, phaseSearchAttribute, statusQuery } from '../../workflows/definitions.js';
+import { foldExecutions, savedEffects } from '../db/consume-stream-support.js';
+import { useTestDatabase } from '../support/db.js';
+import { stopChildProcess, useResources } from '../support/leaks.js';
+import { createTestClient, sharedWorkflowBundlePath, temporalTarget, uniqueTaskQueue, waitFor } from '../support/temporal.js';
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const API_KEY = `wh-kill-secret-${randomUUID()}`;
+const db = useTestDatabase();
+
+interface WorkerProcess {
+  child: ChildProcess;
+  /** Every stdout line (JSON logs). */
+  lines: string[];
+  stderr: string[];
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+function spawnWorker(env: Record<string, string>): WorkerProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'worker/main.ts')], {
+    cwd: repoRoot,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: string[] = [];
+  const stderr: string[] = [];
+  createInterface({ input: child.stdout }).on('line', (line) => lines.push(line));
+  createInterface({ input: child.stderr }).on('line', (line) => stderr.push(line));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveExit) =>
+    child.once('exit', (code, signal) => resolveExit({ code, signal })),
+  );
+  return { child, lines, stderr, exited };
+}
+
+function isJsonObject(line: string): boolean {
+  try {
+    const value: unknown = JSON.parse(line);
+    return typeof value === 'object' && value !== null;
+  } catch {
+    return false;
+  }
+}
+
+function totalNotional(executions: { notional: string }[]): string {
+  return formatDecimal(executions.reduce((sum, e) => addDecimal(sum, parseDecimal(e.notional)), parseDecimal('0')));
+}
+
+const CUT_POINTS = [
+  // Mid-staging: batches of the next checkpoint staged, nothing committed for them.
+  { point: 'afterStage', at: 23 },
+  // The commit of checkpoint 20 is durable, its ACK was never sent: the local token is authoritative.
+  { point: 'afterCommit', at: 20 },
+  // Committed and ACKed: nothing to redo.
+  { point: 'afterAck', at: 30 },
+] as const;
+
+describe('kill -9 of the worker process at each cut point', () => {
+  const res = useResources();
+
+  it.each(CUT_POINTS)('$point at $at: exactly-once effects and a resume from the committed token', async ({ point, at }) => {
+    const consumerId = `kill-${point}`;
+    const journal = Journal.generate({ seed: 4242, transitions: 60 });
+    const server = res.track(await ReferenceStreamServer.start({ journal, apiKeys: [API_KEY], checkpointEvery: 5 }), (s) => s.close(), 'reference stream');
+    const testClient = res.track(await createTestClient());
+    const taskQueue = uniqueTaskQueue('kill');
+    const env = {
+      DATABASE_URL: db.url,
+      TEMPORAL_ADDRESS: temporalTarget().address,
+      TEMPORAL_NAMESPACE: temporalTarget().namespace,
+      TASK_QUEUE: taskQueue,
+      WHALEHUNT_URL: server.url,
+      WHALEHUNT_API_KEY: API_KEY,
+      WORKFLOW_BUNDLE_PATH: sharedWorkflowBundlePath(),
+      HEARTBEAT_MS: '200',
+      RECONNECT_INITIAL_MS: '50',
+      RECONNECT_MAX_MS: '200',
+      LOG_LEVEL: 'INFO',
+    };
+
+    const doomed = spawnWorker({ ...env, WHALEHUNT_TEST_CRASH_AT: `${point}:${at}` });
+    res.track(doomed.child, (c) => stopChildProcess(c), 'worker process (crashing)');
+    const handle = await testClient.client.workflow.start<typeof consumerWorkflow>('consumerWorkflow', {
+      taskQueue,
+      workflowId: consumerWorkflowId(`${consumerId}-${randomUUID()}`),
+      args: [
+        {
+          consumerId,
+          subscriptionId: 'sub-kill',
+          filter: {},
+          initialStart: 'from_floor',
+          leaseMs: 3_000,
+          // The killed attempt is noticed by its missing heartbeat; keep that short.
+          tuning: { heartbeatTimeoutMs: 2_000, maxActivityAttempts: 20, maxActivityRetryIntervalMs: 1_000 },
+        },
+      ],
+      typedSearchAttributes: [
+        { key: consumerIdSearchAttribute, value: consumerId },
+        { key: phaseSearchAttribute, value: 'streaming' },
+      ],
+    });
+
+    const crash = await waitFor(() => Promise.race([doomed.exited, new Promise<false>((r) => setTimeout(() => r(false), 200))]), {
+      description: `the worker to crash at ${point}:${at}`,
+      timeoutMs: 60_000,
+    }).catch((error: Error) => {
+      throw new Error(`${error.message}\nworker stdout:\n${doomed.lines.slice(-15).join('\n')}\nstderr:\n${doomed.stderr.join('\n')}`);
+    });
+    await res.close(doomed.child);
+    expect(crash, `worker stderr: ${doomed.stderr.join('\n')}`).toEqual({ code: null, signal: 'SIGKILL' });
+
+    const committedAtCrash = await loadCommitted(db.pool, consumerId);
+    const crashPosition = committedAtCrash?.position ?? null;
+    const acksBeforeRestart = server.acks.filter((a) => a.consumerId === consumerId).map((a) => a.position);
+    const subscriptionsBeforeRestart = server.subscriptions.length;
+    if (point === 'afterStage') {
+      // The staged batch at `at` was never committed.
+      expect(crashPosition).toBeLessThan(at);
+      expect(acksBeforeRestart.every((p) => p < at)).toBe(true);
+    } else {
+      expect(crashPosition).toBeGreaterThanOrEqual(at);
+      const crashedAt = crashPosition!;
+      if (point === 'afterCommit') expect(acksBeforeRestart).not.toContain(crashedAt);
+      else expect(acksBeforeRestart).toContain(crashedAt);
+    }
+
+    const survivor = spawnWorker(env);
+    res.track(survivor.child, (c) => stopChildProcess(c), 'worker process');
+    // The new attempt resumes from exactly the committed checkpoint, whatever the server last saw ACKed.
+    const resumed = await waitFor(
+      () => Promise.resolve(server.subscriptions.slice(subscriptionsBeforeRestart).find((s) => s.consumerId === consumerId)),
+      { description: 'the resumed subscription', timeoutMs: 60_000 },
+    );
+    expect(resumed.mode).toBe('resume');
+    expect(resumed.startPosition).toBe(crashPosition);
+
+    await waitFor(async () => (await loadCommitted(db.pool, consumerId))?.position === journal.head, {
+      description: `the consumer to commit the head ${journal.head}`,
+      timeoutMs: 60_000,
+    });
+    const expected = foldExecutions(journal);
+    const saved = await savedEffects(db.pool, consumerId);
+    expect(saved.executions).toEqual(expected);
+    expect(saved.receiptIds).toHaveLength(new Set(saved.receiptIds).size);
+    const summary = await consumerSummary(db.pool, consumerId);
+    expect(summary?.executions).toBe(expected.length);
+    expect(summary?.totalVolume).toBe(totalNotional(expected));
+
+    // The lease loop goes on normally: further leases end and start again, no stop, no error.
+    // (Counted in the history: a query now would first wait out the dead worker's sticky queue.)
+    const completedLeases = async () => (await handle.fetchHistory()).events?.filter((e) => e.activityTaskCompletedEventAttributes).length ?? 0;
+    const before = await completedLeases();
+    await waitFor(async () => (await completedLeases()) >= before + 2, { description: 'two more leases to complete', timeoutMs: 30_000 });
+    const later = await handle.query(statusQuery);
+    expect(later.phase).toBe('streaming');
+    expect(later.stop).toBeNull();
+    await handle.terminate('test finished');
+
+    // SIGTERM: a graceful shutdown exits 0.
+    survivor.child.kill('SIGTERM');
+    expect(await survivor.exited).toEqual({ code: 0, signal: null });
+    await res.close(survivor.child);
+    await res.close(testClient);
+    await res.close(server);
+
+    // Structured logs only, and never the key.
+    expect([...doomed.lines, ...survivor.lines].filter((line) => !isJsonObject(line))).toEqual([]);
+    expect([...doomed.lines, ...survivor.lines, ...doomed.stderr, ...survivor.stderr].filter((l) => l.includes(API_KEY))).toEqual([]);
+    expect(survivor.lines.some((l) => l.includes('"worker stopped"'))).toBe(true);
+  });
+});

@@ -87,13 +87,26 @@ async function stopSimulator(sim: Simulator): Promise<void> {
   await exited;
 }
 
+/** The journal head from a hello: the cut of a from_floor subscription when nothing is appended live. */
+async function probeHead(url: string): Promise<number> {
+  const ws = new WebSocket(url);
+  return new Promise((resolve, reject) => {
+    ws.on('error', reject);
+    ws.once('message', (data: Buffer) => {
+      const frame = decodeServerFrame(data.toString('utf8'));
+      ws.close();
+      if (frame.type === 'hello') resolve(frame.history.head);
+      else reject(new Error(`expected hello, got ${frame.type}`));
+    });
+  });
+}
+
 /** Every server frame of one from_floor replay up to the cut, as raw text, ACKing checkpoints like a client. */
-async function captureFrames(url: string): Promise<{ frames: string[]; cut: number }> {
+async function captureFrames(url: string, cut: number): Promise<string[]> {
   const ws = new WebSocket(url);
   const frames: string[] = [];
   return new Promise((resolve, reject) => {
     let connectionId = '';
-    let cut = -1;
     ws.on('error', reject);
     ws.on('message', (data: Buffer) => {
       const text = data.toString('utf8');
@@ -107,13 +120,13 @@ async function captureFrames(url: string): Promise<{ frames: string[]; cut: numb
         case 'authenticated':
           return send({ type: 'subscribe', consumerId: 'bench-capture', subscriptionId: SUBSCRIPTION, filter: {}, start: { mode: 'from_floor' } });
         case 'subscribed':
-          cut = frame.cut.position;
+          if (frame.cut.position !== cut) reject(new Error(`capture cut ${frame.cut.position} is not the head ${cut}`));
           return;
         case 'checkpoint':
           send({ type: 'ack', connectionId, generation: frame.generation, position: frame.position, token: frame.token });
           if (frame.position >= cut) {
             ws.close();
-            resolve({ frames, cut });
+            resolve(frames);
           }
           return;
         case 'error':
@@ -188,13 +201,8 @@ async function withScratchDatabase<T>(fn: (url: string) => Promise<T>): Promise<
 async function streamRow(checkpointEvery: number): Promise<Row> {
   const sim = await startSimulator(checkpointEvery);
   try {
-    const { frames, cut } = await captureFrames(sim.url);
-    const events = frames.reduce((n, text) => n + (text.includes('"type":"batch"') ? (JSON.parse(text) as { events: unknown[] }).events.length : 0), 0);
-    const checkpoints = frames.filter((text) => text.includes('"type":"checkpoint"')).length;
-
-    const passes = Array.from({ length: OFFLINE_REPEATS }, () => offlinePass(frames));
-    const offline = { decodeMs: median(passes.map((p) => p.decodeMs)), sessionMs: median(passes.map((p) => p.sessionMs)) };
-
+    // The end-to-end run goes first so that its memory peak is not inflated by the captured frames.
+    const cut = await probeHead(sim.url);
     const run = await withScratchDatabase(async (url) => {
       const pool = createPool(url, { max: 2 });
       try {
@@ -204,6 +212,13 @@ async function streamRow(checkpointEvery: number): Promise<Row> {
         await pool.end();
       }
     });
+
+    const frames = await captureFrames(sim.url, cut);
+    const events = frames.reduce((n, text) => n + (text.includes('"type":"batch"') ? (JSON.parse(text) as { events: unknown[] }).events.length : 0), 0);
+    const checkpoints = frames.filter((text) => text.includes('"type":"checkpoint"')).length;
+    const passes = Array.from({ length: OFFLINE_REPEATS }, () => offlinePass(frames));
+    const offline = { decodeMs: median(passes.map((p) => p.decodeMs)), sessionMs: median(passes.map((p) => p.sessionMs)) };
+
     const seconds = run.wallMs / 1000;
     const commits = [...run.commitMs].sort((a, b) => a - b);
     return {
@@ -323,6 +338,7 @@ function writeResults(rows: Row[]): void {
     `consumeStream replays a seeded journal (seed ${SEED}, ${TRANSITIONS} transitions, all events matched) from the floor to its cut:`,
     'from_floor (which returns after its first commit), then resume until the cut checkpoint commits. The reference server runs in a',
     'child process; each row gets a fresh scratch database. Rates are over the wall time from the first call to the cut commit.',
+    'The captured-frame replay below runs after the end-to-end run, so the memory peak is the streaming client\'s own.',
     'cpu = client process user+system time. Peak RSS / heap are sampled every 20 ms during the run.',
     'decode / session: a database-free replay of the same captured frames through decodeServerFrame, then Session.receive',
     `(validation, staging, content hashes, plans), median of ${OFFLINE_REPEATS} passes.`,

@@ -1,0 +1,390 @@
+// The paginated history source (PROTOCOL.md section 8) on the real stack: consumePages against the reference
+// server's HTTP endpoint and a real Postgres database. Named after the acceptance oracles of section 7.
+import { afterEach, describe, expect, it } from 'vitest';
+import { consumePages, type PageConsumerDeps, type PageConsumerHooks, type PageOutcome } from '../../activities/page-consumer.js';
+import { loadPageProgress, type PageProgress } from '../../db/pages.js';
+import { PAGE_QUERY, type StreamFilter } from '../../protocol/codec.js';
+import { addDecimal, compareDecimal, formatDecimal, notional, parseDecimal, type Decimal } from '../../protocol/decimal.js';
+import { Journal, type NewEvent } from '../../simulator/journal.js';
+import { ReferenceStreamServer } from '../../simulator/server.js';
+import { useTestDatabase } from '../support/db.js';
+import { dumpState, type SavedState } from './state-dump.js';
+
+const db = useTestDatabase();
+const API_KEY = 'page-test-key-51d0';
+const TOKEN_SECRET = 'page-test-secret';
+const MARKET = 'm-oracle';
+
+let servers: ReferenceStreamServer[] = [];
+afterEach(async () => {
+  await Promise.all(servers.map((s) => s.close()));
+  servers = [];
+});
+
+async function startServer(journal: Journal): Promise<ReferenceStreamServer> {
+  const server = await ReferenceStreamServer.start({ journal, apiKeys: [API_KEY], tokenSecret: TOKEN_SECRET });
+  servers.push(server);
+  return server;
+}
+
+function oracleTrade(eventId: string, price: string, size = '100'): NewEvent {
+  return {
+    eventId,
+    kind: 'trade',
+    entityId: `x-${eventId}`,
+    revision: 1,
+    observedAt: '2026-11-29T12:00:00.000Z',
+    data: { market: MARKET, asset: 'a-oracle-yes', side: 'BUY', price, size, wallet: '0xwhale', txHash: `0x${eventId}` },
+  };
+}
+
+/** Generated transitions 1..`generated` (none in MARKET), then one oracle trade per given event, one position each. */
+function oracleJournal(generated: number, events: NewEvent[], seed = 21): Journal {
+  const journal = Journal.generate({ seed, transitions: generated });
+  for (const event of events) journal.append({ events: [event] });
+  return journal;
+}
+
+interface Served {
+  cursor: string | null;
+  status: number;
+  next?: string;
+  positions?: number[];
+}
+
+interface Run {
+  outcome: Promise<PageOutcome>;
+  /** Every request that reached the server, with what it answered. */
+  served: Served[];
+  logs: string[];
+}
+
+function run(
+  server: ReferenceStreamServer,
+  opts: {
+    consumerId: string;
+    filter?: StreamFilter;
+    maxPages?: number;
+    limit?: number;
+    chunkSize?: number;
+    maxAttempts?: number;
+    hooks?: PageConsumerHooks;
+    /** Runs before each request reaches the server (arm a fault). */
+    beforeRequest?: (cursor: string | null) => void;
+    whaleAlertMinNotional?: string;
+  },
+): Run {
+  const served: Served[] = [];
+  const logs: string[] = [];
+  const recordingFetch: typeof fetch = async (input, init) => {
+    const cursor = new URL(input instanceof Request ? input.url : input).searchParams.get(PAGE_QUERY.cursor);
+    opts.beforeRequest?.(cursor);
+    const res = await fetch(input, init);
+    const body = (await res.clone().json()) as { next?: string; events?: { position: number }[] };
+    served.push({ cursor, status: res.status, ...(body.next ? { next: body.next, positions: body.events!.map((e) => e.position) } : {}) });
+    return res;
+  };
+  const line = (msg: string, fields?: Record<string, unknown>) => void logs.push(`${msg} ${JSON.stringify(fields ?? {})}`);
+  const deps: PageConsumerDeps = {
+    pool: db.pool,
+    config: {
+      url: server.httpUrl,
+      apiKey: API_KEY,
+      stream: server.stream,
+      limit: opts.limit ?? 50,
+      chunkSize: opts.chunkSize ?? 10,
+      backoff: { maxAttempts: opts.maxAttempts ?? 2, initialMs: 1, maxMs: 4 },
+      actions: { whaleAlertMinNotional: opts.whaleAlertMinNotional ?? null },
+    },
+    fetch: recordingFetch,
+    log: { info: line, warn: line, error: line },
+    ...(opts.hooks ? { hooks: opts.hooks } : {}),
+  };
+  const input = { consumerId: opts.consumerId, filter: opts.filter ?? {}, ...(opts.maxPages !== undefined ? { maxPages: opts.maxPages } : {}) };
+  const outcome = consumePages(deps, input, { heartbeat: () => {}, signal: new AbortController().signal });
+  return { outcome, served, logs };
+}
+
+async function progress(consumerId: string): Promise<PageProgress> {
+  const saved = await loadPageProgress(db.pool, consumerId);
+  if (!saved) throw new Error(`no page progress for ${consumerId}`);
+  return saved;
+}
+
+const receiptIds = (state: SavedState) => state.receipts.map((r) => r.eventId);
+
+describe('overlapping page', () => {
+  it('resumes from C7 after a crash after 106: 104..106 recognised, 107 applied once, only then C8 replaces C7', async () => {
+    // Positions 1..103 hold no event of MARKET; 104..108 one trade each.
+    const journal = oracleJournal(103, [
+      oracleTrade('e104', '0.5'),
+      oracleTrade('e105', '0.25'),
+      oracleTrade('e106', '0.75'),
+      oracleTrade('e107', '0.125'),
+      oracleTrade('e108', '0.5'),
+    ]);
+    const server = await startServer(journal);
+    const filter = { markets: [MARKET] };
+    const consumerId = 'pages-overlap';
+
+    // Saved cursor C7 (the token at 105), applied 105.
+    const first = run(server, { consumerId, filter, limit: 2, chunkSize: 1, maxPages: 1 });
+    expect((await first.outcome).kind).toBe('page_limit');
+    expect(first.served.map((s) => s.positions)).toEqual([[104, 105]]);
+    const c7 = first.served[0]!.next!;
+    expect(await progress(consumerId)).toMatchObject({ resumeCursor: c7, appliedPosition: 105 });
+
+    // The retried page overlaps (104, 105 again) and runs to 107 with next C8; the run dies right after the
+    // chunk holding 106 became durable.
+    const crash = new Error('killed after the chunk of 106');
+    const crashed = run(server, {
+      consumerId,
+      filter,
+      limit: 4,
+      chunkSize: 1,
+      beforeRequest: () => (server.faults.pageOverlap = 2),
+      hooks: {
+        afterChunkCommit: ({ appliedPosition }) => {
+          if (appliedPosition === 106) throw crash;
+        },
+      },
+    });
+    await expect(crashed.outcome).rejects.toBe(crash);
+    expect(crashed.served).toHaveLength(1);
+    expect(crashed.served[0]).toMatchObject({ cursor: c7, positions: [104, 105, 106, 107] });
+    const c8 = crashed.served[0]!.next!;
+    expect(c8).not.toBe(c7);
+    expect(await progress(consumerId)).toMatchObject({ resumeCursor: c7, appliedPosition: 106 });
+    let state = await dumpState(db.pool, consumerId);
+    expect(receiptIds(state)).toEqual(['e104', 'e105', 'e106']);
+    expect(state.executions.map((e) => e.entityId)).toEqual(['x-e104', 'x-e105', 'x-e106']);
+    expect(state.volumes).toEqual({ [MARKET]: '150/3' });
+
+    // Resume from C7: the same overlapping page; 107 is the only new durable outcome, and the cursor moves to C8
+    // only after it.
+    const cursorWhen107Committed: (string | null)[] = [];
+    const resumed = run(server, {
+      consumerId,
+      filter,
+      limit: 4,
+      chunkSize: 1,
+      maxPages: 1,
+      beforeRequest: () => (server.faults.pageOverlap = 2),
+      hooks: {
+        afterChunkCommit: async () => void cursorWhen107Committed.push((await progress(consumerId)).resumeCursor),
+      },
+    });
+    const outcome = await resumed.outcome;
+    expect(outcome).toMatchObject({ kind: 'page_limit', counters: { requests: 1, pages: 1, recognised: 3, applied: 1, chunks: 1 } });
+    expect(resumed.served[0]).toMatchObject({ cursor: c7, next: c8, positions: [104, 105, 106, 107] });
+    expect(cursorWhen107Committed).toEqual([c7]);
+    expect(await progress(consumerId)).toMatchObject({ resumeCursor: c8, appliedPosition: 107 });
+    state = await dumpState(db.pool, consumerId);
+    expect(state.receipts).toEqual(['e104', 'e105', 'e106', 'e107'].map((eventId) => ({ eventId, outcome: 'applied' })));
+    expect(state.executions.map((e) => [e.entityId, e.revision])).toEqual([['x-e104', 1], ['x-e105', 1], ['x-e106', 1], ['x-e107', 1]]);
+    expect(state.volumes).toEqual({ [MARKET]: '162.5/4' });
+    expect(outcome.progress).toEqual({ resumeCursor: c8, appliedPosition: 107, version: (await progress(consumerId)).version });
+  });
+});
+
+describe('non-advancing token', () => {
+  it('backs off a bounded number of times, then stops with non_advancing and changes nothing', async () => {
+    const server = await startServer(Journal.generate({ seed: 4, transitions: 30 }));
+    const consumerId = 'pages-stuck';
+    expect((await run(server, { consumerId, limit: 5, maxPages: 1 }).outcome).kind).toBe('page_limit');
+    const before = { progress: await progress(consumerId), state: await dumpState(db.pool, consumerId) };
+
+    // Every page answers its own request cursor as `next` (and carries events).
+    const stuck = run(server, { consumerId, limit: 5, maxAttempts: 3, beforeRequest: () => (server.faults.pageNonAdvancing = true) });
+    const outcome = await stuck.outcome;
+    expect(outcome).toMatchObject({ kind: 'non_advancing', attempts: 4, counters: { requests: 4, pages: 0, chunks: 0, applied: 0 } });
+    expect(stuck.served).toHaveLength(4);
+    for (const s of stuck.served) {
+      expect(s.next).toBe(before.progress.resumeCursor);
+      expect(s.positions!.length).toBeGreaterThan(0);
+    }
+    expect(await progress(consumerId)).toEqual(before.progress);
+    expect(await dumpState(db.pool, consumerId)).toEqual(before.state);
+  });
+
+  it('goes on once the token advances again: the repeated page is applied once', async () => {
+    const journal = Journal.generate({ seed: 4, transitions: 30 });
+    const server = await startServer(journal);
+    const consumerId = 'pages-hiccup';
+    const first = run(server, { consumerId, limit: 5, maxPages: 1 });
+    await first.outcome;
+    let armed = true;
+    const hiccup = run(server, {
+      consumerId,
+      limit: 5,
+      maxPages: 1,
+      beforeRequest: () => {
+        if (armed) server.faults.pageNonAdvancing = true;
+        armed = false;
+      },
+    });
+    expect(await hiccup.outcome).toMatchObject({ kind: 'page_limit', counters: { requests: 2, pages: 1 } });
+    const [repeated, advanced] = hiccup.served as [Served, Served];
+    expect(repeated.next).toBe(repeated.cursor);
+    expect(advanced.positions).toEqual(repeated.positions);
+    expect(advanced.next).not.toBe(advanced.cursor);
+    expect(await progress(consumerId)).toMatchObject({ resumeCursor: advanced.next });
+    const state = await dumpState(db.pool, consumerId);
+    expect(state.receipts).toHaveLength(first.served[0]!.positions!.length + advanced.positions!.length);
+  });
+
+  it('at the head of the journal: the empty repeated page ends the run as caught_up after a bounded backoff', async () => {
+    const server = await startServer(Journal.generate({ seed: 4, transitions: 12 }));
+    const consumerId = 'pages-head';
+    const backfill = run(server, { consumerId, limit: 1000, maxAttempts: 2 });
+    const outcome = await backfill.outcome;
+    expect(outcome).toMatchObject({ kind: 'caught_up', attempts: 3, counters: { pages: 1, requests: 4 } });
+    expect(backfill.served.slice(1).every((s) => s.positions!.length === 0 && s.next === s.cursor)).toBe(true);
+  });
+});
+
+/** The journal folded by hand: latest revision per entity, volume and count per market, whale alerts once. */
+function referenceFold(journal: Journal, whaleAlertMinNotional: string) {
+  const latest = new Map<string, { revision: number; market: string; notional: string }>();
+  const alerts: string[] = [];
+  const eventIds: string[] = [];
+  for (let i = 0; journal.at(i); i++) {
+    for (const event of journal.at(i)!.events) {
+      eventIds.push(event.eventId);
+      const data = event.data as { market: string; price: string; size: string };
+      const saved = latest.get(event.entityId);
+      const applies = event.kind === 'trade' ? saved === undefined : saved !== undefined && event.revision > saved.revision;
+      if (!applies) continue;
+      const amount = notional(data.price, data.size);
+      latest.set(event.entityId, { revision: event.revision, market: data.market, notional: amount });
+      if (compareDecimal(parseDecimal(amount), parseDecimal(whaleAlertMinNotional)) >= 0) alerts.push(`whale_alert:${event.eventId}`);
+    }
+  }
+  const volumes = new Map<string, { volume: Decimal; count: number }>();
+  for (const execution of latest.values()) {
+    const v = volumes.get(execution.market) ?? { volume: parseDecimal('0'), count: 0 };
+    volumes.set(execution.market, { volume: addDecimal(v.volume, parseDecimal(execution.notional)), count: v.count + 1 });
+  }
+  return {
+    executions: [...latest.entries()].map(([entityId, e]) => [entityId, e.revision, e.notional]).sort((a, b) => String(a[0]).localeCompare(String(b[0]))),
+    volumes: Object.fromEntries([...volumes.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([m, v]) => [m, `${formatDecimal(v.volume)}/${v.count}`])),
+    alerts: alerts.sort(),
+    eventIds: eventIds.sort(),
+  };
+}
+
+describe('full backfill', () => {
+  it('equals a reference fold of the journal, each effect once, through overlapping pages and small chunks', async () => {
+    const journal = Journal.generate({ seed: 8, transitions: 150, correctionRate: 0.25 });
+    const server = await startServer(journal);
+    const consumerId = 'pages-backfill';
+    let requests = 0;
+    const backfill = run(server, {
+      consumerId,
+      limit: 9,
+      chunkSize: 4,
+      maxAttempts: 1,
+      whaleAlertMinNotional: '500',
+      // Every third page re-serves the events of the two transitions before its cursor.
+      beforeRequest: (cursor) => {
+        requests += 1;
+        if (cursor !== null && requests % 3 === 0) server.faults.pageOverlap = 2;
+      },
+    });
+    const outcome = await backfill.outcome;
+    expect(outcome.kind).toBe('caught_up');
+    expect(outcome.counters.recognised).toBeGreaterThan(0);
+
+    const fold = referenceFold(journal, '500');
+    const state = await dumpState(db.pool, consumerId);
+    expect(state.executions.map((e) => [e.entityId, e.revision, e.notional]).sort((a, b) => String(a[0]).localeCompare(String(b[0])))).toEqual(fold.executions);
+    expect(state.volumes).toEqual(fold.volumes);
+    expect(state.outbox).toEqual(fold.alerts);
+    expect(fold.alerts.length).toBeGreaterThan(0);
+    expect(receiptIds(state).sort()).toEqual(fold.eventIds);
+    expect(state.quarantine).toEqual([]);
+    expect(await progress(consumerId)).toMatchObject({ appliedPosition: journal.head, historyId: journal.historyId });
+
+    // A second run from the saved cursor finds nothing new and changes nothing.
+    const again = await run(server, { consumerId, maxAttempts: 0 }).outcome;
+    expect(again).toMatchObject({ kind: 'caught_up', counters: { requests: 1, applied: 0 } });
+    expect(await dumpState(db.pool, consumerId)).toEqual(state);
+  });
+});
+
+describe('conflict', () => {
+  // Two servers over the same history (same seed, same token secret): the second one serves an eventId the
+  // consumer already holds with different content.
+  const journalWith = (tail: NewEvent[]) => oracleJournal(20, tail, 33);
+
+  it('a fresh event whose eventId has a receipt with other content aborts its chunk; the cursor stays', async () => {
+    const original = await startServer(journalWith([oracleTrade('e21', '0.5')]));
+    const consumerId = 'pages-conflict';
+    const filter = { markets: [MARKET] };
+    await run(original, { consumerId, filter, maxPages: 1 }).outcome;
+    const saved = await progress(consumerId);
+    expect(saved.appliedPosition).toBe(21);
+    await original.close();
+
+    const changed = await startServer(journalWith([oracleTrade('e21b', '0.5'), oracleTrade('e22', '0.25'), oracleTrade('e21', '0.9')]));
+    const resumed = run(changed, { consumerId, filter, chunkSize: 1 });
+    const outcome = await resumed.outcome;
+    expect(resumed.served[0]).toMatchObject({ cursor: saved.resumeCursor, positions: [22, 23] });
+    expect(outcome).toMatchObject({ kind: 'conflict', eventId: 'e21', counters: { chunks: 1, pages: 0 } });
+    // 22 got its durable outcome in its own chunk; the conflicting chunk wrote nothing; the cursor did not move.
+    expect(await progress(consumerId)).toMatchObject({ resumeCursor: saved.resumeCursor, appliedPosition: 22 });
+    const state = await dumpState(db.pool, consumerId);
+    expect(receiptIds(state)).toEqual(['e21', 'e22']);
+    expect(state.executions.map((e) => [e.entityId, e.notional])).toEqual([['x-e21', '50'], ['x-e22', '25']]);
+  });
+
+  it('a recognised event of an overlapping page whose content changed aborts before anything is applied', async () => {
+    const original = await startServer(journalWith([oracleTrade('e21', '0.5')]));
+    const consumerId = 'pages-conflict-overlap';
+    const filter = { markets: [MARKET] };
+    await run(original, { consumerId, filter, maxPages: 1 }).outcome;
+    const before = { progress: await progress(consumerId), state: await dumpState(db.pool, consumerId) };
+    await original.close();
+
+    const changed = await startServer(journalWith([oracleTrade('e21', '0.9'), oracleTrade('e22', '0.25')]));
+    const outcome = await run(changed, { consumerId, filter, beforeRequest: () => (changed.faults.pageOverlap = 1) }).outcome;
+    expect(outcome).toMatchObject({ kind: 'conflict', eventId: 'e21', counters: { chunks: 0 } });
+    expect(await progress(consumerId)).toEqual(before.progress);
+    expect(await dumpState(db.pool, consumerId)).toEqual(before.state);
+  });
+});
+
+describe('expired cursor', () => {
+  it('keeps the cursor and reports reset when the cursor fell below the retention floor', async () => {
+    const journal = Journal.generate({ seed: 6, transitions: 40 });
+    const server = await startServer(journal);
+    const consumerId = 'pages-expired';
+    await run(server, { consumerId, limit: 5, maxPages: 1 }).outcome;
+    const before = { progress: await progress(consumerId), state: await dumpState(db.pool, consumerId) };
+    journal.setRetentionFloor(30);
+
+    const expired = run(server, { consumerId, limit: 5 });
+    const outcome = await expired.outcome;
+    expect(outcome).toMatchObject({
+      kind: 'reset',
+      reason: 'cursor_expired',
+      refusedToken: before.progress.resumeCursor,
+      history: { floor: 30 },
+      progress: { resumeCursor: before.progress.resumeCursor },
+      counters: { requests: 1 },
+    });
+    expect(await progress(consumerId)).toEqual(before.progress);
+    expect(await dumpState(db.pool, consumerId)).toEqual(before.state);
+  });
+
+  it('never puts the API key in a log line or an outcome', async () => {
+    const server = await startServer(Journal.generate({ seed: 6, transitions: 10 }));
+    const consumerId = 'pages-secret';
+    await run(server, { consumerId, maxPages: 1 }).outcome;
+    const stuck = run(server, { consumerId, maxAttempts: 1, beforeRequest: () => (server.faults.pageExpired = true) });
+    const outcome = await stuck.outcome;
+    expect(outcome.kind).toBe('reset');
+    expect(JSON.stringify(outcome)).not.toContain(API_KEY);
+    expect(stuck.logs.join('\n')).not.toContain(API_KEY);
+  });
+});

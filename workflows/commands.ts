@@ -9,34 +9,23 @@ function shellArg(value: string): string {
   return /^[\w@%+=:,./-]+$/.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
 }
 
-/** `audited` commands end with who decides and why (both land in the audit row); the shell fills in the user. */
-function command(name: string, consumerId: string, decision: string | null, audited: boolean): string {
-  return [
-    CLI,
-    name,
-    '--consumer',
-    shellArg(consumerId),
-    ...(decision === null ? [] : ['--decision', decision]),
-    ...(audited ? ['--actor', '"$USER"', '--reason', '"<why>"'] : []),
-  ].join(' ');
+/** Every command ends with who decides and why (both land in the audit row); the shell fills in the user. */
+function command(name: string, consumerId: string, decision: string | null): string {
+  return [CLI, name, '--consumer', shellArg(consumerId), ...(decision === null ? [] : ['--decision', decision]), '--actor', '"$USER"', '--reason', '"<why>"'].join(' ');
 }
 
 export function resolveGapCommand(consumerId: string, decision: GapDecision): string {
-  return command('resolve-gap', consumerId, decision, true);
+  return command('resolve-gap', consumerId, decision);
 }
 
 export function resolveBindingCommand(consumerId: string, decision: BindingDecision): string {
-  return command('resolve-binding', consumerId, decision, true);
+  return command('resolve-binding', consumerId, decision);
 }
 
 export function resolveQuarantineCommand(consumerId: string, decision: QuarantineDecision): string {
-  return command('resolve-quarantine', consumerId, decision, true);
+  return command('resolve-quarantine', consumerId, decision);
 }
 
 export function resumeCommand(consumerId: string): string {
-  return command('resume', consumerId, null, true);
-}
-
-export function statusCommand(consumerId: string): string {
-  return command('status', consumerId, null, false);
+  return command('resume', consumerId, null);
 }

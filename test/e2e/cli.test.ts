@@ -1,0 +1,123 @@
+// The operator CLI as operators run it (`whalehunt-consumer`, i.e. cli/bin.js, as a child process) against the
+// real stack: start, status (text and JSON), a second start refused, pause/resume, a gap stop resolved by
+// resolve-gap, list by phase, and clear failures for an unknown consumer, an invalid or out-of-phase decision
+// and a missing actor.
+import { execFile } from 'node:child_process';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import type { ConsumerReport } from '../../cli/consumers.js';
+import { consumerWorkflowId } from '../../workflows/definitions.js';
+import { useTestDatabase } from '../support/db.js';
+import { useResources } from '../support/leaks.js';
+import { temporalTarget } from '../support/temporal.js';
+import { journalOf, trade, waitForPhase, withConsumerStack, within } from './consumer-harness.js';
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const db = useTestDatabase();
+
+interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(env: Record<string, string>, ...args: string[]): Promise<CliResult> {
+  return new Promise((resolveRun) => {
+    execFile(
+      process.execPath,
+      [join(repoRoot, 'cli/bin.js'), ...args],
+      { cwd: repoRoot, env: { ...process.env, ...env }, timeout: 60_000 },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
+        resolveRun({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+describe('whalehunt-consumer CLI against the real stack', () => {
+  const res = useResources();
+
+  it('starts, reports, refuses a second start, and resolves a gap stop; errors name the problem', async () => {
+    const consumerId = 'cli-1';
+    const journal = journalOf([1, 2, 3, 4].map((i) => ({ events: [trade(`c${i}`, 'mA', '0.5', '2')] })));
+    await withConsumerStack(res, db, { journal }, async ({ server, client, taskQueue, track }) => {
+      const env = {
+        TEMPORAL_ADDRESS: temporalTarget().address,
+        TEMPORAL_NAMESPACE: temporalTarget().namespace,
+        TASK_QUEUE: taskQueue,
+        DATABASE_URL: db.url,
+      };
+      const run = (...args: string[]) => cli(env, ...args);
+
+      const started = await run('start', '--consumer', consumerId, '--start', 'from_floor', '--subscription', 'sub-cli', '--lease-ms', '3000');
+      expect(started, started.stderr).toMatchObject({ code: 0 });
+      expect(started.stdout).toContain(`started consumer ${consumerId}`);
+      const handle = client.workflow.getHandle(consumerWorkflowId(consumerId));
+      track(handle);
+      await within(server.waitForAck((a) => a.consumerId === consumerId && a.position === 4), 60_000, 'the ACK of checkpoint 4');
+
+      const again = await run('start', '--consumer', consumerId, '--start', 'live_cut');
+      expect(again.code).toBe(1);
+      expect(again.stderr).toContain(`error (already_running): consumer "${consumerId}" is already running`);
+
+      const text = await run('status', '--consumer', consumerId);
+      expect(text, text.stderr).toMatchObject({ code: 0 });
+      expect(text.stdout).toMatch(/phase\s+streaming/);
+      expect(text.stdout).toMatch(/position\s+4\s/);
+      expect(text.stdout).toMatch(/executions\s+4\s+markets 1\s+volume 4 USD/);
+      const json = await run('status', '--consumer', consumerId, '--json');
+      const report = JSON.parse(json.stdout) as ConsumerReport;
+      expect(report.status?.phase).toBe('streaming');
+      expect(report.database).toMatchObject({ executions: 4, totalVolume: '4', heldQuarantine: 0, state: { position: 4, generation: 1 } });
+
+      // Paused at a checkpoint boundary, the consumer misses transitions that fall below the retention floor.
+      expect((await run('pause', '--consumer', consumerId, '--actor', 'ops', '--reason', 'maintenance window')).code).toBe(0);
+      await waitForPhase(handle, 'paused');
+      for (const i of [5, 6, 7, 8]) journal.append({ events: [trade(`c${i}`, 'mA', '0.5', '2')] });
+      journal.setRetentionFloor(7);
+      expect((await run('resume', '--consumer', consumerId, '--actor', 'ops', '--reason', 'maintenance over')).code).toBe(0);
+      await waitForPhase(handle, 'awaiting_gap_decision');
+
+      const waiting = await run('status', '--consumer', consumerId);
+      expect(waiting.stdout).toMatch(/phase\s+awaiting_gap_decision/);
+      expect(waiting.stdout).toMatch(/resolve with\s+npx tsx cli\/main.ts resolve-gap --consumer cli-1 --decision from_floor/);
+      const listed = await run('list', '--phase', 'awaiting_gap_decision', '--json');
+      expect(listed.stdout.trim().split('\n').map((l) => JSON.parse(l) as { consumerId: string })).toContainEqual(
+        expect.objectContaining({ consumerId, phase: 'awaiting_gap_decision', status: 'RUNNING' }),
+      );
+
+      // Invalid input never reaches the workflow: usage errors (exit 2) name the option and what was wrong.
+      const invalid = await run('resolve-gap', '--consumer', consumerId, '--decision', 'retry', '--actor', 'ops', '--reason', 'x');
+      expect(invalid.code).toBe(2);
+      expect(invalid.stderr).toContain('invalid --decision "retry"; expected one of from_floor, live_cut, abandon');
+      const noActor = await run('resolve-gap', '--consumer', consumerId, '--decision', 'live_cut', '--reason', 'x');
+      expect(noActor.code).toBe(2);
+      expect(noActor.stderr).toContain('--actor is required');
+      // A decision the consumer is not waiting for is rejected by the workflow's update validator.
+      const wrongPhase = await run('resolve-binding', '--consumer', consumerId, '--decision', 'retry', '--actor', 'ops', '--reason', 'x');
+      expect(wrongPhase.code).toBe(1);
+      expect(wrongPhase.stderr).toContain('error (decision_rejected)');
+      expect(wrongPhase.stderr).toContain('not awaiting_binding_decision');
+      const unknown = await run('resolve-gap', '--consumer', 'nobody', '--decision', 'live_cut', '--actor', 'ops', '--reason', 'x');
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toContain('error (unknown_consumer): unknown consumer "nobody"');
+      const unknownStatus = await run('status', '--consumer', 'nobody');
+      expect(unknownStatus.code).toBe(1);
+      expect(unknownStatus.stderr).toContain('unknown consumer "nobody"');
+
+      const resolved = await run('resolve-gap', '--consumer', consumerId, '--decision', 'from_floor', '--actor', 'ops', '--reason', 'positions 5-6 are gone');
+      expect(resolved, resolved.stderr).toMatchObject({ code: 0 });
+      expect(resolved.stdout).toContain(`gap decision from_floor recorded for ${consumerId} by ops`);
+      await within(server.waitForAck((a) => a.consumerId === consumerId && a.position === 8), 60_000, 'the ACK of checkpoint 8');
+
+      const after = JSON.parse((await run('status', '--consumer', consumerId, '--json')).stdout) as ConsumerReport;
+      expect(after.database).toMatchObject({
+        executions: 6,
+        state: { position: 8 },
+        lastDecision: { kind: 'gap', decision: 'from_floor', actor: 'ops', reason: 'positions 5-6 are gone' },
+      });
+    });
+  });
+});

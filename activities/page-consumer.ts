@@ -183,16 +183,23 @@ export async function consumePages(deps: PageConsumerDeps, input: ConsumePagesIn
     url.searchParams.set(PAGE_QUERY.filter, canonicalJson(filter));
     counters.requests += 1;
     let res: Response;
-    let body: unknown;
+    let text: string;
     try {
       res = await fetchPage(url, {
         headers: { authorization: `Bearer ${config.apiKey}`, accept: 'application/json' },
         signal: AbortSignal.any([ctx.signal, AbortSignal.timeout(config.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS)]),
       });
-      body = await res.json().catch(() => undefined);
+      text = await res.text();
     } catch (error) {
+      // Connection refused or reset, a timeout, a body cut short: the same cursor may simply be asked again.
       if (ctx.signal.aborted) throw new Cancelled();
       return { kind: 'failed', code: 'unavailable', retryable: true, status: null, message: redact(error instanceof Error ? error.message : String(error)) };
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = undefined; // decoding below names what is wrong
     }
     try {
       if (res.status === 200) return { kind: 'page', page: decodePageResponse(body) };

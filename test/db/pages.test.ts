@@ -4,6 +4,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { consumePages, type PageConsumerDeps, type PageConsumerHooks, type PageOutcome } from '../../activities/page-consumer.js';
 import { loadPageProgress, type PageProgress } from '../../db/pages.js';
 import { PAGE_QUERY, type StreamFilter } from '../../protocol/codec.js';
+import type { QuarantineReason } from '../../protocol/types.js';
+import { acquireLease } from '../../db/state.js';
 import { addDecimal, compareDecimal, formatDecimal, notional, parseDecimal, type Decimal } from '../../protocol/decimal.js';
 import { Journal, type NewEvent } from '../../simulator/journal.js';
 import { ReferenceStreamServer } from '../../simulator/server.js';
@@ -54,6 +56,7 @@ interface Served {
 
 interface Run {
   outcome: Promise<PageOutcome>;
+  abort: AbortController;
   /** Every request that reached the server, with what it answered. */
   served: Served[];
   logs: string[];
@@ -72,8 +75,14 @@ function run(
     /** Runs before each request reaches the server (arm a fault). */
     beforeRequest?: (cursor: string | null) => void;
     whaleAlertMinNotional?: string;
+    terminalReasons?: QuarantineReason[];
+    apiKey?: string;
+    initialBackoffMs?: number;
+    /** Runs after each answer was recorded. */
+    afterServed?: (served: Served[]) => void;
   },
 ): Run {
+  const abort = new AbortController();
   const served: Served[] = [];
   const logs: string[] = [];
   const recordingFetch: typeof fetch = async (input, init) => {
@@ -82,6 +91,7 @@ function run(
     const res = await fetch(input, init);
     const body = (await res.clone().json()) as { next?: string; events?: { position: number }[] };
     served.push({ cursor, status: res.status, ...(body.next ? { next: body.next, positions: body.events!.map((e) => e.position) } : {}) });
+    opts.afterServed?.(served);
     return res;
   };
   const line = (msg: string, fields?: Record<string, unknown>) => void logs.push(`${msg} ${JSON.stringify(fields ?? {})}`);
@@ -89,20 +99,21 @@ function run(
     pool: db.pool,
     config: {
       url: server.httpUrl,
-      apiKey: API_KEY,
+      apiKey: opts.apiKey ?? API_KEY,
       stream: server.stream,
       limit: opts.limit ?? 50,
       chunkSize: opts.chunkSize ?? 10,
-      backoff: { maxAttempts: opts.maxAttempts ?? 2, initialMs: 1, maxMs: 4 },
+      backoff: { maxAttempts: opts.maxAttempts ?? 2, initialMs: opts.initialBackoffMs ?? 1, maxMs: opts.initialBackoffMs ?? 4 },
       actions: { whaleAlertMinNotional: opts.whaleAlertMinNotional ?? null },
+      quarantinePolicy: { terminalReasons: opts.terminalReasons ?? [] },
     },
     fetch: recordingFetch,
     log: { info: line, warn: line, error: line },
     ...(opts.hooks ? { hooks: opts.hooks } : {}),
   };
   const input = { consumerId: opts.consumerId, filter: opts.filter ?? {}, ...(opts.maxPages !== undefined ? { maxPages: opts.maxPages } : {}) };
-  const outcome = consumePages(deps, input, { heartbeat: () => {}, signal: new AbortController().signal });
-  return { outcome, served, logs };
+  const outcome = consumePages(deps, input, { heartbeat: () => {}, signal: abort.signal });
+  return { outcome, abort, served, logs };
 }
 
 async function progress(consumerId: string): Promise<PageProgress> {
@@ -386,5 +397,116 @@ describe('expired cursor', () => {
     expect(outcome.kind).toBe('reset');
     expect(JSON.stringify(outcome)).not.toContain(API_KEY);
     expect(stuck.logs.join('\n')).not.toContain(API_KEY);
+  });
+});
+
+describe('zero-item pages', () => {
+  it('an empty page with a new token advances the cursor and nothing else', async () => {
+    // The source scans at most 5000 transitions per page: a filter matching nothing answers empty pages with new tokens.
+    const journal = Journal.generate({ seed: 2, transitions: 5100 });
+    const server = await startServer(journal);
+    const consumerId = 'pages-zero-item';
+    const sparse = run(server, { consumerId, filter: { markets: ['m-none'] }, maxAttempts: 0 });
+    const outcome = await sparse.outcome;
+    expect(outcome).toMatchObject({ kind: 'caught_up', counters: { pages: 2, requests: 3, chunks: 0 } });
+    expect(sparse.served.map((s) => s.positions)).toEqual([[], [], []]);
+    const [first, second, head] = sparse.served as [Served, Served, Served];
+    expect(second.cursor).toBe(first.next);
+    expect(head).toMatchObject({ cursor: second.next, next: second.next });
+    expect(await progress(consumerId)).toMatchObject({ resumeCursor: second.next, appliedPosition: 0 });
+    expect((await dumpState(db.pool, consumerId)).receipts).toEqual([]);
+  });
+});
+
+describe('stops', () => {
+  const mystery = (eventId: string): NewEvent => ({ ...oracleTrade(eventId, '0.5'), kind: 'mystery_kind' });
+
+  it('a held quarantine stops with the cursor unchanged; a policy that makes the reason terminal goes on', async () => {
+    const server = await startServer(oracleJournal(3, [oracleTrade('e4', '0.5'), mystery('e5'), oracleTrade('e6', '0.5')]));
+    const consumerId = 'pages-held';
+    const held = await run(server, { consumerId, chunkSize: 1 }).outcome;
+    expect(held).toMatchObject({ kind: 'held_quarantine', items: [{ eventId: 'e5', reason: 'unsupported_kind', position: 5 }] });
+    expect(await progress(consumerId)).toMatchObject({ resumeCursor: null, appliedPosition: 4 });
+    let state = await dumpState(db.pool, consumerId);
+    expect(state.quarantine).toEqual([{ eventId: 'e5', disposition: 'held', reason: 'unsupported_kind' }]);
+    expect(receiptIds(state)).not.toContain('e5');
+
+    const released = await run(server, { consumerId, chunkSize: 1, terminalReasons: ['unsupported_kind'], maxAttempts: 0 }).outcome;
+    expect(released.kind).toBe('caught_up');
+    expect(await progress(consumerId)).toMatchObject({ appliedPosition: 6 });
+    state = await dumpState(db.pool, consumerId);
+    expect(state.quarantine).toEqual([{ eventId: 'e5', disposition: 'terminal', reason: 'unsupported_kind' }]);
+    expect(state.receipts.filter((r) => ['e4', 'e5', 'e6'].includes(r.eventId))).toEqual([
+      { eventId: 'e4', outcome: 'applied' },
+      { eventId: 'e5', outcome: 'quarantined' },
+      { eventId: 'e6', outcome: 'applied' },
+    ]);
+  });
+
+  it('a run whose progress another run moved stops as fenced without writing', async () => {
+    const server = await startServer(Journal.generate({ seed: 5, transitions: 20 }));
+    const consumerId = 'pages-fenced';
+    let moved = false;
+    const fenced = await run(server, {
+      consumerId,
+      chunkSize: 3,
+      hooks: {
+        afterChunkCommit: async () => {
+          if (moved) return;
+          moved = true;
+          await db.pool.query('UPDATE page_progress SET version = version + 1 WHERE consumer_id = $1', [consumerId]);
+        },
+      },
+    }).outcome;
+    const saved = await progress(consumerId);
+    expect(fenced).toMatchObject({ kind: 'fenced', actualVersion: saved.version, counters: { chunks: 1 } });
+    expect(saved).toMatchObject({ resumeCursor: null, appliedPosition: fenced.progress.appliedPosition, version: 2 });
+  });
+
+  it('a consumer keeps its filter, and a stream consumer id is not a page consumer', async () => {
+    const server = await startServer(Journal.generate({ seed: 5, transitions: 10 }));
+    await run(server, { consumerId: 'pages-bound', filter: { kinds: ['trade'] }, maxPages: 1 }).outcome;
+    const other = run(server, { consumerId: 'pages-bound', filter: { kinds: ['correction'] } });
+    expect(await other.outcome).toMatchObject({ kind: 'binding_mismatch', counters: { requests: 0 } });
+
+    await acquireLease(db.pool, 'stream-consumer');
+    const stream = run(server, { consumerId: 'stream-consumer' });
+    expect(await stream.outcome).toMatchObject({ kind: 'binding_mismatch', message: expect.stringContaining('stream consumer'), counters: { requests: 0 } });
+    expect(await loadPageProgress(db.pool, 'stream-consumer')).toBeNull();
+  });
+
+  it('an unknown API key stops at once as unauthorized, without the key in logs or outcome', async () => {
+    const server = await startServer(Journal.generate({ seed: 5, transitions: 10 }));
+    const wrongKey = 'wrong-key-9a7e';
+    const refused = run(server, { consumerId: 'pages-unauthorized', apiKey: wrongKey });
+    const outcome = await refused.outcome;
+    expect(outcome).toMatchObject({ kind: 'source_failed', code: 'unauthorized', retryable: false, status: 401, counters: { requests: 1 } });
+    expect(JSON.stringify(outcome)).not.toContain(wrongKey);
+    expect(refused.logs.join('\n')).not.toContain(wrongKey);
+  });
+
+  it('an unreachable source is retried a bounded number of times, then reported', async () => {
+    const server = await startServer(Journal.generate({ seed: 5, transitions: 10 }));
+    await server.close();
+    let attempts = 0;
+    const outcome = await run(server, { consumerId: 'pages-unreachable', maxAttempts: 2, beforeRequest: () => void (attempts += 1) }).outcome;
+    expect(outcome).toMatchObject({ kind: 'source_failed', code: 'unavailable', retryable: true, status: null, counters: { requests: 3 } });
+    expect(attempts).toBe(3);
+  });
+
+  it('cancellation during a backoff returns cancelled with the progress saved so far', async () => {
+    const server = await startServer(Journal.generate({ seed: 5, transitions: 10 }));
+    const consumerId = 'pages-cancelled';
+    await run(server, { consumerId, maxPages: 1, limit: 3 }).outcome;
+    const before = await progress(consumerId);
+    const cancelled = run(server, {
+      consumerId,
+      maxAttempts: 5,
+      initialBackoffMs: 600_000,
+      beforeRequest: () => (server.faults.pageNonAdvancing = true),
+      afterServed: () => cancelled.abort.abort(),
+    });
+    expect(await cancelled.outcome).toMatchObject({ kind: 'cancelled', counters: { requests: 1 } });
+    expect(await progress(consumerId)).toEqual(before);
   });
 });

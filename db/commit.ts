@@ -244,8 +244,7 @@ outboxed AS (
 `;
 export const EFFECT_PARAM_COUNT = 49;
 
-const WRITE_COMMIT_SQL = `${EFFECT_WRITE_CTES}
-binding AS (
+const WRITE_COMMIT_SQL = `${EFFECT_WRITE_CTES}binding AS (
   INSERT INTO consumer_bindings (consumer_id, subscription_id, stream, history_id, filter, filter_hash, generation, mappings)
   VALUES ($1, $50, $51, $52, $53::jsonb, $54, $55, $56::jsonb)
   ON CONFLICT (consumer_id) DO UPDATE

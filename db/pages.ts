@@ -152,8 +152,7 @@ export type ChunkResult =
   | { kind: 'held'; items: HeldQuarantineItem[] };
 
 /** Parameters after the effects: $50 applied position, $51 expected version. */
-const CHUNK_WRITE_SQL = `${EFFECT_WRITE_CTES}
-progress AS (
+const CHUNK_WRITE_SQL = `${EFFECT_WRITE_CTES}progress AS (
   UPDATE page_progress
      SET applied_position = $${EFFECT_PARAM_COUNT + 1}, version = version + 1, updated_at = now()
    WHERE consumer_id = $1 AND version = $${EFFECT_PARAM_COUNT + 2}

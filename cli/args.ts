@@ -199,7 +199,7 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
     ],
   },
   sim: {
-    summary: 'run the reference stream server (arguments go to simulator/main.ts; try `sim --help`)',
+    summary: 'run the reference stream server alone (its flags: simulator/README.md, e.g. sim --port 8787 --live-rate 2)',
     usage: 'sim [simulator options]',
     options: [],
   },

@@ -122,17 +122,19 @@ async function execute(command: CliCommand, env: NodeJS.ProcessEnv, io: CliIo): 
 function runSimulator(args: string[]): Promise<number> {
   return new Promise((resolveExit) => {
     const child = spawn(process.execPath, ['--import', 'tsx', SIMULATOR_MAIN, ...args], { stdio: 'inherit' });
-    // The terminal's Ctrl-C reaches the child directly (same process group); just outlive it.
+    // The terminal's Ctrl-C reaches the child directly (same process group): outlive it. A SIGTERM is
+    // addressed to this process alone (a service manager), so pass it on.
     const ignore = (): void => undefined;
+    const forward = (): void => void child.kill('SIGTERM');
     process.on('SIGINT', ignore);
-    process.on('SIGTERM', ignore);
+    process.on('SIGTERM', forward);
     child.once('error', (error) => {
       process.stderr.write(`error: could not start the simulator: ${error.message}\n`);
       resolveExit(EXIT_FAILED);
     });
     child.once('exit', (code, signal) => {
       process.off('SIGINT', ignore);
-      process.off('SIGTERM', ignore);
+      process.off('SIGTERM', forward);
       resolveExit(code ?? (signal ? EXIT_FAILED : EXIT_OK));
     });
   });

@@ -246,6 +246,7 @@ export async function consumePages(deps: PageConsumerDeps, input: ConsumePagesIn
         if (attempt >= config.backoff.maxAttempts) return { kind: shape.nothingNew ? 'caught_up' : 'non_advancing', attempts: attempt + 1 };
         if (!shape.nothingNew) log.warn('page did not advance its cursor; backing off', { consumerId, events: answer.page.events.length, attempt: attempt + 1 });
       }
+      heartbeat(); // a long backoff is still a live run
       try {
         await delay(backoffDelay(config.backoff, attempt + 1, retryAfterMs), undefined, { signal: ctx.signal });
       } catch {

@@ -365,6 +365,27 @@ describe('conflict', () => {
   });
 });
 
+describe('unrecognised event', () => {
+  it('an event inside the durable prefix without a receipt stops the run before anything is applied', async () => {
+    // Same history, but the second server's transition at 21 holds one more event than the consumer was served.
+    const original = await startServer(oracleJournal(20, [oracleTrade('e21', '0.5')], 33));
+    const consumerId = 'pages-unrecognised';
+    const filter = { markets: [MARKET] };
+    await run(original, { consumerId, filter, maxPages: 1 }).outcome;
+    const before = { progress: await progress(consumerId), state: await dumpState(db.pool, consumerId) };
+    await original.close();
+
+    const rewritten = Journal.generate({ seed: 33, transitions: 20 });
+    rewritten.append({ events: [oracleTrade('e21', '0.5'), oracleTrade('e21-late', '0.5')] });
+    rewritten.append({ events: [oracleTrade('e22', '0.5')] });
+    const changed = await startServer(rewritten);
+    const outcome = await run(changed, { consumerId, filter, beforeRequest: () => (changed.faults.pageOverlap = 1) }).outcome;
+    expect(outcome).toMatchObject({ kind: 'unrecognised_event', eventId: 'e21-late', position: 21, counters: { recognised: 0, chunks: 0 } });
+    expect(await progress(consumerId)).toEqual(before.progress);
+    expect(await dumpState(db.pool, consumerId)).toEqual(before.state);
+  });
+});
+
 describe('expired cursor', () => {
   it('keeps the cursor and reports reset when the cursor fell below the retention floor', async () => {
     const journal = Journal.generate({ seed: 6, transitions: 40 });

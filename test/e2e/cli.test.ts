@@ -10,7 +10,7 @@ import type { ConsumerReport } from '../../cli/consumers.js';
 import { consumerWorkflowId } from '../../workflows/definitions.js';
 import { useTestDatabase } from '../support/db.js';
 import { useResources } from '../support/leaks.js';
-import { temporalTarget } from '../support/temporal.js';
+import { temporalTarget, waitFor } from '../support/temporal.js';
 import { journalOf, trade, waitForPhase, withConsumerStack, within } from './consumer-harness.js';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -118,6 +118,52 @@ describe('whalehunt-consumer CLI against the real stack', () => {
         state: { position: 8 },
         lastDecision: { kind: 'gap', decision: 'from_floor', actor: 'ops', reason: 'positions 5-6 are gone' },
       });
+    });
+  });
+
+  it('rebinds a running consumer and manages its rebind schedule', async () => {
+    const consumerId = 'cli-2';
+    const journal = journalOf([trade('r1', 'mA', '0.5', '2'), trade('r2', 'mB', '0.5', '2')].map((event) => ({ events: [event] })));
+    await withConsumerStack(res, db, { journal }, async ({ server, client, taskQueue, track }) => {
+      const env = { TEMPORAL_ADDRESS: temporalTarget().address, TEMPORAL_NAMESPACE: temporalTarget().namespace, TASK_QUEUE: taskQueue, DATABASE_URL: db.url };
+      const run = (...args: string[]) => cli(env, ...args);
+
+      expect((await run('start', '--consumer', consumerId, '--start', 'from_floor', '--lease-ms', '3000')).code).toBe(0);
+      track(client.workflow.getHandle(consumerWorkflowId(consumerId)));
+      await within(server.waitForAck((a) => a.consumerId === consumerId && a.position === 2), 60_000, 'the ACK of checkpoint 2');
+
+      const badFilter = await run('rebind', '--consumer', consumerId, '--filter', '{"market":"mA"}', '--actor', 'ops');
+      expect(badFilter.code).toBe(2);
+      expect(badFilter.stderr).toContain('rebind: invalid filter');
+      const rebound = await run('rebind', '--consumer', consumerId, '--markets', 'mA', '--actor', 'ops');
+      expect(rebound, rebound.stderr).toMatchObject({ code: 0 });
+      expect(rebound.stdout).toContain('generation 2 starts at the next checkpoint boundary');
+      await within(server.waitForAck((a) => a.consumerId === consumerId && a.generation === 2), 60_000, 'an ACK at generation 2');
+      journal.append({ events: [trade('r3', 'mA', '0.5', '2')] });
+      journal.append({ events: [trade('r4', 'mB', '0.5', '2')] });
+      await within(server.waitForAck((a) => a.consumerId === consumerId && a.position === 4), 60_000, 'the ACK of checkpoint 4');
+      const report = JSON.parse((await run('status', '--consumer', consumerId, '--json')).stdout) as ConsumerReport;
+      // The new filter applies after the rebind point: r4 (market mB) is filtered out.
+      expect(report.database).toMatchObject({ executions: 3, state: { generation: 2, position: 4, binding: { filter: { markets: ['mA'] } } } });
+
+      const created = await run('schedule-rebind', 'create', '--consumer', consumerId, '--markets', 'mA,mB', '--every', '6h', '--actor', 'ops');
+      expect(created, created.stderr).toMatchObject({ code: 0 });
+      expect(created.stdout).toContain('schedule whalehunt-rebind:cli-2 created');
+      const twice = await run('schedule-rebind', 'create', '--consumer', consumerId, '--filter', '{}', '--cron', '0 3 * * *', '--actor', 'ops');
+      expect(twice.code).toBe(1);
+      expect(twice.stderr).toContain('error (schedule_exists)');
+      const listed = await waitFor(
+        async () => {
+          const out = (await run('schedule-rebind', 'list', '--consumer', consumerId, '--json')).stdout.trim();
+          return out === '' ? undefined : out.split('\n').map((line) => JSON.parse(line) as { scheduleId: string; consumerId: string; paused: boolean });
+        },
+        { description: 'the schedule to be listed', timeoutMs: 30_000, intervalMs: 500 },
+      );
+      expect(listed).toEqual([expect.objectContaining({ scheduleId: 'whalehunt-rebind:cli-2', consumerId, paused: false })]);
+      expect((await run('schedule-rebind', 'delete', '--consumer', consumerId)).code).toBe(0);
+      const gone = await run('schedule-rebind', 'delete', '--consumer', consumerId);
+      expect(gone.code).toBe(1);
+      expect(gone.stderr).toContain('error (unknown_schedule): unknown schedule "whalehunt-rebind:cli-2"');
     });
   });
 });

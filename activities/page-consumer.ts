@@ -141,13 +141,41 @@ class Cancelled extends Error {
   override readonly name = 'Cancelled';
 }
 
+/** The configuration cannot work (thrown before any I/O). */
+export class InvalidPageConsumerConfig extends Error {
+  override readonly name = 'InvalidPageConsumerConfig';
+  readonly code = 'invalid_page_consumer_config' as const;
+  constructor(readonly field: string, reason: string) {
+    super(`page consumer config ${field}: ${reason}`);
+  }
+}
+
+function checkConfig(config: PageConsumerConfig): void {
+  const positiveInt = (field: string, value: number) => {
+    if (!Number.isSafeInteger(value) || value < 1) throw new InvalidPageConsumerConfig(field, `${value} is not a positive integer`);
+  };
+  positiveInt('limit', config.limit);
+  positiveInt('chunkSize', config.chunkSize);
+  const { maxAttempts, initialMs, maxMs } = config.backoff;
+  if (!Number.isSafeInteger(maxAttempts) || maxAttempts < 0) throw new InvalidPageConsumerConfig('backoff.maxAttempts', `${maxAttempts} is not a non-negative integer`);
+  if (!(initialMs >= 0 && maxMs >= initialMs && Number.isFinite(maxMs))) {
+    throw new InvalidPageConsumerConfig('backoff', `initialMs ${initialMs} and maxMs ${maxMs} must satisfy 0 <= initialMs <= maxMs < Infinity`);
+  }
+  try {
+    new URL(config.url);
+  } catch {
+    throw new InvalidPageConsumerConfig('url', 'is not an absolute URL');
+  }
+}
+
 /**
  * Consumes pages from the consumer's saved cursor until the source stops advancing, `maxPages`, a stop the
- * operator must look at, or cancellation. Protocol stops are returned; storage failures and errors thrown by
- * hooks propagate (a retry resumes from the saved cursor).
+ * operator must look at, or cancellation. Protocol stops are returned; InvalidPageConsumerConfig, storage
+ * failures and errors thrown by hooks propagate (a retry resumes from the saved cursor).
  */
 export async function consumePages(deps: PageConsumerDeps, input: ConsumePagesInput, ctx: ConsumePagesContext): Promise<PageOutcome> {
   const { pool, config, log } = deps;
+  checkConfig(config);
   const fetchPage = deps.fetch ?? fetch;
   const { consumerId, filter } = input;
   const counters: PageCounters = { requests: 0, pages: 0, chunks: 0, applied: 0, recognised: 0, duplicates: 0, noEffect: 0, quarantined: 0 };

@@ -1,7 +1,7 @@
 // The paginated history source (PROTOCOL.md section 8) on the real stack: consumePages against the reference
 // server's HTTP endpoint and a real Postgres database. Named after the acceptance oracles of section 7.
 import { afterEach, describe, expect, it } from 'vitest';
-import { consumePages, type PageConsumerDeps, type PageConsumerHooks, type PageOutcome } from '../../activities/page-consumer.js';
+import { consumePages, type PageConsumerDeps, type PageConsumerHooks, type PageHeartbeat, type PageOutcome } from '../../activities/page-consumer.js';
 import { loadPageProgress, type PageProgress } from '../../db/pages.js';
 import { PAGE_QUERY, type StreamFilter } from '../../protocol/codec.js';
 import type { QuarantineReason } from '../../protocol/types.js';
@@ -57,6 +57,7 @@ interface Served {
 interface Run {
   outcome: Promise<PageOutcome>;
   abort: AbortController;
+  heartbeats: PageHeartbeat[];
   /** Every request that reached the server, with what it answered. */
   served: Served[];
   logs: string[];
@@ -112,8 +113,9 @@ function run(
     ...(opts.hooks ? { hooks: opts.hooks } : {}),
   };
   const input = { consumerId: opts.consumerId, filter: opts.filter ?? {}, ...(opts.maxPages !== undefined ? { maxPages: opts.maxPages } : {}) };
-  const outcome = consumePages(deps, input, { heartbeat: () => {}, signal: abort.signal });
-  return { outcome, abort, served, logs };
+  const heartbeats: PageHeartbeat[] = [];
+  const outcome = consumePages(deps, input, { heartbeat: (details) => void heartbeats.push(details), signal: abort.signal });
+  return { outcome, abort, heartbeats, served, logs };
 }
 
 async function progress(consumerId: string): Promise<PageProgress> {
@@ -314,7 +316,10 @@ describe('full backfill', () => {
     expect(fold.alerts.length).toBeGreaterThan(0);
     expect(receiptIds(state).sort()).toEqual(fold.eventIds);
     expect(state.quarantine).toEqual([]);
-    expect(await progress(consumerId)).toMatchObject({ appliedPosition: journal.head, historyId: journal.historyId });
+    const saved = await progress(consumerId);
+    expect(saved).toMatchObject({ appliedPosition: journal.head, historyId: journal.historyId });
+    expect(backfill.heartbeats.at(-1)).toMatchObject({ appliedPosition: journal.head, version: saved.version });
+    expect(JSON.stringify(backfill.heartbeats)).not.toContain(API_KEY);
 
     // A second run from the saved cursor finds nothing new and changes nothing.
     const again = await run(server, { consumerId, maxAttempts: 0 }).outcome;
@@ -496,6 +501,14 @@ describe('stops', () => {
     expect(refused).toMatchObject({ kind: 'binding_mismatch', counters: { requests: 0 } });
     expect(refused.kind === 'binding_mismatch' && refused.message).toMatch(/is a stream consumer/);
     expect(await loadPageProgress(db.pool, 'stream-consumer')).toBeNull();
+  });
+
+  it('a configuration that cannot work is refused before any request', async () => {
+    const server = await startServer(Journal.generate({ seed: 5, transitions: 10 }));
+    const refused = run(server, { consumerId: 'pages-config', chunkSize: 0 });
+    await expect(refused.outcome).rejects.toMatchObject({ code: 'invalid_page_consumer_config', field: 'chunkSize' });
+    expect(refused.served).toEqual([]);
+    expect(await loadPageProgress(db.pool, 'pages-config')).toBeNull();
   });
 
   it('an unknown API key stops at once as unauthorized, without the key in logs or outcome', async () => {

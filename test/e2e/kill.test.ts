@@ -1,15 +1,18 @@
 // kill -9 of a real worker process at each cut point of a checkpoint (after staging, after the commit before
 // its ACK, after the ACK), then a fresh worker process: every effect exactly once (equal to a plain fold of
 // the journal), the resumed session starts from the committed token, and the workflow goes on leasing
-// normally. The worker is `worker/main.ts` as operators run it, crashed by its test-only WHALEHUNT_TEST_CRASH_AT.
+// normally, and the restarted worker's outbox dispatcher sends every whale alert exactly once. The worker is
+// `worker/main.ts` as operators run it, crashed by its test-only WHALEHUNT_TEST_CRASH_AT.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { consumerSummary, loadCommitted } from '../../db/index.js';
-import { addDecimal, formatDecimal, parseDecimal } from '../../protocol/decimal.js';
+import { addDecimal, compareDecimal, formatDecimal, notional, parseDecimal } from '../../protocol/decimal.js';
 import { Journal } from '../../simulator/journal.js';
 import { ReferenceStreamServer } from '../../simulator/server.js';
 import type { consumerWorkflow } from '../../workflows/index.js';
@@ -56,6 +59,35 @@ function isJsonObject(line: string): boolean {
   }
 }
 
+const WHALE_MIN = '250';
+
+/** The whale alerts a plain fold of the journal raises: one per applied trade or correction at or above the threshold. */
+function expectedAlertKeys(journal: Journal): string[] {
+  const latest = new Map<string, number>();
+  const keys: string[] = [];
+  for (let i = 0; journal.at(i); i++) {
+    for (const event of journal.at(i)!.events) {
+      const saved = latest.get(event.entityId);
+      const applies = event.kind === 'trade' ? saved === undefined : saved !== undefined && event.revision > saved;
+      if (!applies) continue;
+      latest.set(event.entityId, event.revision);
+      const data = event.data as { price: string; size: string };
+      if (compareDecimal(parseDecimal(notional(data.price, data.size)), parseDecimal(WHALE_MIN)) >= 0) keys.push(`whale_alert:${event.eventId}`);
+    }
+  }
+  return keys.sort();
+}
+
+async function startWebhook() {
+  const keys: string[] = [];
+  const server = createServer((req, res) => {
+    keys.push(String(req.headers['idempotency-key']));
+    req.resume().on('end', () => res.writeHead(204).end());
+  });
+  await new Promise<void>((resolveListen) => server.listen(0, '127.0.0.1', resolveListen));
+  return { server, keys, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/whale-alerts` };
+}
+
 function totalNotional(executions: { notional: string }[]): string {
   return formatDecimal(executions.reduce((sum, e) => addDecimal(sum, parseDecimal(e.notional)), parseDecimal('0')));
 }
@@ -90,7 +122,11 @@ describe('kill -9 of the worker process at each cut point', () => {
       RECONNECT_INITIAL_MS: '50',
       RECONNECT_MAX_MS: '200',
       LOG_LEVEL: 'INFO',
+      WHALE_ALERT_MIN_NOTIONAL: WHALE_MIN,
     };
+    // Only the surviving worker gets a webhook: its dispatcher sends the alerts both workers' commits wrote.
+    const webhook = await startWebhook();
+    res.track(webhook.server);
 
     const doomed = spawnWorker({ ...env, WHALEHUNT_TEST_CRASH_AT: `${point}:${at}` });
     res.track(doomed.child, (c) => stopChildProcess(c), 'worker process (crashing)');
@@ -138,7 +174,7 @@ describe('kill -9 of the worker process at each cut point', () => {
       else expect(acksBeforeRestart).toContain(crashedAt);
     }
 
-    const survivor = spawnWorker(env);
+    const survivor = spawnWorker({ ...env, WHALE_ALERT_WEBHOOK_URL: webhook.url });
     res.track(survivor.child, (c) => stopChildProcess(c), 'worker process');
     // The new attempt resumes from exactly the committed checkpoint, whatever the server last saw ACKed.
     const resumed = await waitFor(
@@ -160,6 +196,11 @@ describe('kill -9 of the worker process at each cut point', () => {
     expect(summary?.executions).toBe(expected.length);
     expect(summary?.totalVolume).toBe(totalNotional(expected));
 
+    const alertKeys = expectedAlertKeys(journal);
+    expect(alertKeys.length).toBeGreaterThan(0);
+    await waitFor(() => Promise.resolve(webhook.keys.length >= alertKeys.length), { description: `${alertKeys.length} whale alerts`, timeoutMs: 30_000 });
+    expect([...webhook.keys].sort()).toEqual(alertKeys);
+
     // The lease loop goes on normally: further leases end and start again, no stop, no error.
     // (Counted in the history: a query now would first wait out the dead worker's sticky queue.)
     const completedLeases = async () => (await handle.fetchHistory()).events?.filter((e) => e.activityTaskCompletedEventAttributes).length ?? 0;
@@ -176,6 +217,9 @@ describe('kill -9 of the worker process at each cut point', () => {
     await res.close(survivor.child);
     await res.close(testClient);
     await res.close(server);
+    await res.close(webhook.server);
+    // Nothing sent twice, also after the worker's shutdown.
+    expect([...webhook.keys].sort()).toEqual(alertKeys);
 
     // Structured logs only, and never the key.
     expect([...doomed.lines, ...survivor.lines].filter((line) => !isJsonObject(line))).toEqual([]);

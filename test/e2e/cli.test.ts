@@ -1,7 +1,7 @@
 // The operator CLI as operators run it (`whalehunt-consumer`, i.e. cli/bin.js, as a child process) against the
 // real stack: start, status (text and JSON), a second start refused, pause/resume, a gap stop resolved by
-// resolve-gap, list by phase, and clear failures for an unknown consumer, an invalid or out-of-phase decision
-// and a missing actor.
+// resolve-gap, list by phase, rebind and rebind schedules, held quarantine released by resolve-quarantine, and
+// clear failures for an unknown consumer, an invalid or out-of-phase decision and a missing actor.
 import { execFile } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,7 +11,7 @@ import { consumerWorkflowId } from '../../workflows/definitions.js';
 import { useTestDatabase } from '../support/db.js';
 import { useResources } from '../support/leaks.js';
 import { temporalTarget, waitFor } from '../support/temporal.js';
-import { journalOf, trade, waitForPhase, withConsumerStack, within } from './consumer-harness.js';
+import { correction, journalOf, trade, waitForPhase, withConsumerStack, within } from './consumer-harness.js';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const db = useTestDatabase();
@@ -164,6 +164,38 @@ describe('whalehunt-consumer CLI against the real stack', () => {
       const gone = await run('schedule-rebind', 'delete', '--consumer', consumerId);
       expect(gone.code).toBe(1);
       expect(gone.stderr).toContain('error (unknown_schedule): unknown schedule "whalehunt-rebind:cli-2"');
+    });
+  });
+
+  it('shows held quarantine in status and releases the named event with resolve-quarantine', async () => {
+    const consumerId = 'cli-3';
+    const journal = journalOf([
+      { events: [trade('k1', 'mA', '0.5', '2')] },
+      { events: [trade('k2', 'mA', '0.5', '2')] },
+      { events: [correction('ghost', 'mA', 2, '0.5', '8')] },
+      { events: [trade('k3', 'mA', '0.5', '2')] },
+    ]);
+    await withConsumerStack(res, db, { journal }, async ({ server, client, taskQueue, track }) => {
+      const env = { TEMPORAL_ADDRESS: temporalTarget().address, TEMPORAL_NAMESPACE: temporalTarget().namespace, TASK_QUEUE: taskQueue, DATABASE_URL: db.url };
+      const run = (...args: string[]) => cli(env, ...args);
+      expect((await run('start', '--consumer', consumerId, '--start', 'from_floor')).code).toBe(0);
+      const handle = client.workflow.getHandle(consumerWorkflowId(consumerId));
+      track(handle);
+      await waitForPhase(handle, 'awaiting_quarantine_decision');
+
+      const held = await run('status', '--consumer', consumerId);
+      expect(held.stdout).toMatch(/quarantine\s+1 held/);
+      expect(held.stdout).toMatch(/resolve with\s+npx tsx cli\/main.ts resolve-quarantine --consumer cli-3/);
+      const report = JSON.parse((await run('status', '--consumer', consumerId, '--json')).stdout) as ConsumerReport;
+      expect(report.database?.heldQuarantine).toBe(1);
+      const ghost = journal.at(2)!.events[0]!.eventId;
+
+      const released = await run('resolve-quarantine', '--consumer', consumerId, '--decision', 'release_terminal', '--event', ghost, '--actor', 'ops', '--reason', 'never existed upstream');
+      expect(released, released.stderr).toMatchObject({ code: 0 });
+      expect(released.stdout).toContain(`quarantine decision release_terminal (events ${ghost}) recorded for ${consumerId} by ops`);
+      await within(server.waitForAck((a) => a.consumerId === consumerId && a.position === 4), 60_000, 'the ACK of checkpoint 4');
+      const after = JSON.parse((await run('status', '--consumer', consumerId, '--json')).stdout) as ConsumerReport;
+      expect(after.database).toMatchObject({ heldQuarantine: 0, executions: 3, lastDecision: { kind: 'quarantine', decision: 'release_terminal', actor: 'ops' } });
     });
   });
 });

@@ -228,7 +228,75 @@ function parseJsonText(data: unknown, isBinary: boolean, maxFrameBytes: number):
 /** Decodes one server → client WebSocket message. Throws WireError. */
 export function decodeServerFrame(data: unknown, opts: { isBinary?: boolean; maxFrameBytes?: number } = {}): ServerFrame {
   const raw = parseJsonText(data, opts.isBinary ?? false, opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES);
-  return parseWith(serverFrameSchema, raw, 'server');
+  return decodedBatch(raw) ?? parseWith(serverFrameSchema, raw, 'server');
+}
+
+// ---- Fast path for `batch`, almost all of the stream's traffic. It accepts only what the zod schema accepts
+// unchanged (no unknown key to strip, no `__proto__` key a record drops) and builds the same value, keys in
+// schema order; anything else, valid or not, goes through zod, which produces the value or names the field.
+
+const BATCH_FRAME_KEYS = 9; // v, frameSequence, type, generation, position, deliveryMode, sourceEventCount, matchedEventCount, events
+const WIRE_EVENT_KEYS = 7; // ordinal, eventId, kind, entityId, revision, observedAt, data
+
+const isPositiveInt = (x: unknown): x is number => Number.isSafeInteger(x) && (x as number) > 0;
+const isNonNegativeInt = (x: unknown): x is number => Number.isSafeInteger(x) && (x as number) >= 0;
+const isNonEmptyString = (x: unknown): x is string => typeof x === 'string' && x.length > 0;
+
+function ownKeyCount(o: object): number {
+  let n = 0;
+  for (const key in o) if (Object.prototype.hasOwnProperty.call(o, key)) n++;
+  return n;
+}
+
+function isJsonRecord(o: unknown): o is Record<string, unknown> {
+  return typeof o === 'object' && o !== null && !Array.isArray(o);
+}
+
+function decodedWireEvent(e: unknown): WireEvent | undefined {
+  if (!isJsonRecord(e)) return undefined;
+  const { ordinal, eventId, kind, entityId, revision, observedAt, data } = e;
+  if (
+    isPositiveInt(ordinal) &&
+    isNonEmptyString(eventId) &&
+    isNonEmptyString(kind) &&
+    isNonEmptyString(entityId) &&
+    isPositiveInt(revision) &&
+    typeof observedAt === 'string' &&
+    isJsonRecord(data) &&
+    !Object.prototype.hasOwnProperty.call(data, '__proto__') &&
+    ownKeyCount(e) === WIRE_EVENT_KEYS
+  ) {
+    // zod copies a record key by key in input order; the parsed JSON object is already that copy.
+    return { ordinal, eventId, kind, entityId, revision, observedAt, data };
+  }
+  return undefined;
+}
+
+function decodedBatch(raw: unknown): ServerFrameOf<'batch'> | undefined {
+  if (!isJsonRecord(raw) || raw.type !== 'batch') return undefined;
+  const { v, frameSequence, generation, position, deliveryMode, sourceEventCount, matchedEventCount, events } = raw;
+  if (
+    !(
+      v === WIRE_VERSION &&
+      isPositiveInt(frameSequence) &&
+      isPositiveInt(generation) &&
+      isPositiveInt(position) &&
+      (deliveryMode === 'replay' || deliveryMode === 'live') &&
+      isPositiveInt(sourceEventCount) &&
+      isNonNegativeInt(matchedEventCount) &&
+      Array.isArray(events) &&
+      ownKeyCount(raw) === BATCH_FRAME_KEYS
+    )
+  ) {
+    return undefined;
+  }
+  const decoded: WireEvent[] = [];
+  for (const item of events as unknown[]) {
+    const event = decodedWireEvent(item);
+    if (!event) return undefined;
+    decoded.push(event);
+  }
+  return { v, frameSequence, type: 'batch', generation, position, deliveryMode, sourceEventCount, matchedEventCount, events: decoded };
 }
 
 /** Decodes one client → server WebSocket message (used by the reference server). Throws WireError. */

@@ -1,0 +1,71 @@
+// How `status` reads: progress from the freshest source, the database's effects, and the way out of a stop.
+import { describe, expect, it } from 'vitest';
+import { headAndLag, type ConsumerReport } from '../../cli/consumers.js';
+import { formatStatus, groupDecimal } from '../../cli/format.js';
+
+const counters = { sessions: 2, checkpointsCommitted: 9, eventsApplied: 40, duplicates: 1, acksSent: 9, lastHeadPosition: 90, lastCommitAt: null };
+
+function report(overrides: Partial<ConsumerReport> = {}): ConsumerReport {
+  return {
+    consumerId: 'c1',
+    workflow: { workflowId: 'whalehunt-consumer:c1', runId: 'run-1', status: 'RUNNING', startTime: '2026-01-01T00:00:00.000Z' },
+    status: {
+      consumerId: 'c1',
+      subscriptionId: 'c1',
+      filter: { kinds: ['trade'] },
+      committed: { position: 80, token: 't', generation: 1, version: 12, filterHash: 'sha256:x' },
+      phase: 'awaiting_gap_decision',
+      pendingRebind: null,
+      stop: { phase: 'awaiting_gap_decision', reason: 'reset_required (cursor_expired)', resolveWith: 'npx tsx cli/main.ts resolve-gap --consumer c1 …', since: '2026-01-01T00:01:00.000Z' },
+      lastError: null,
+      counters,
+      runs: 3,
+    },
+    statusError: null,
+    heartbeat: null,
+    database: {
+      state: {
+        consumerId: 'c1', leaseEpoch: 4, version: 12, position: 80, token: 't', generation: 1, binding: null, cutPosition: 80, cutReached: true,
+        pendingStart: null, abandoned: false, updatedAt: null,
+      },
+      executions: 1234,
+      markets: 3,
+      totalVolume: '1234567.5',
+      heldQuarantine: 0,
+      pendingOutbox: 2,
+      lastDecision: { kind: 'gap', decision: 'live_cut', actor: 'ops', reason: 'accepted', replacedToken: 't0', decidedAt: '2026-01-01T00:00:30.000Z' },
+    },
+    databaseError: null,
+    ...overrides,
+  };
+}
+
+describe('status rendering', () => {
+  it('groups decimal amounts by thousands without touching the fraction', () => {
+    expect(groupDecimal('1234567.5')).toBe('1,234,567.5');
+    expect(groupDecimal('999')).toBe('999');
+    expect(groupDecimal('0.123456')).toBe('0.123456');
+  });
+
+  it('takes the position from the database and never shows a head behind it', () => {
+    expect(headAndLag(report())).toEqual({ position: 80, head: 90, lag: 10 });
+    const live = report({ heartbeat: { position: 95, version: 13, generation: 1, headPosition: 90, counters } });
+    expect(headAndLag({ ...live, database: { ...live.database!, state: { ...live.database!.state, position: 95 } } })).toEqual({ position: 95, head: 95, lag: 0 });
+  });
+
+  it('shows phase, progress, effects, the last decision and the command that resolves a stop', () => {
+    const text = formatStatus(report());
+    expect(text).toMatch(/^consumer c1\n/);
+    expect(text).toMatch(/phase\s+awaiting_gap_decision/);
+    expect(text).toMatch(/position\s+80 {3}head 90 {3}lag 10/);
+    expect(text).toMatch(/executions\s+1234 {3}markets 3 {3}volume 1,234,567.5 USD/);
+    expect(text).toMatch(/last decision\s+gap live_cut by ops at 2026-01-01T00:00:30.000Z: accepted/);
+    expect(text).toMatch(/resolve with\s+npx tsx cli\/main.ts resolve-gap --consumer c1/);
+  });
+
+  it('says what it could not see: an unanswered query, no database', () => {
+    const text = formatStatus(report({ status: null, statusError: 'status query: no answer within 5 s', database: null }));
+    expect(text).toMatch(/phase\s+unknown: status query: no answer within 5 s/);
+    expect(text).toMatch(/database\s+not consulted \(set DATABASE_URL/);
+  });
+});

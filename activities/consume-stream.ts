@@ -108,6 +108,9 @@ interface StartPlan {
   returnsRebound: boolean;
 }
 
+/** Received frames waiting behind the one being handled (and its commit) before the socket stops reading. */
+const MAX_QUEUED_FRAMES = 1_024;
+
 type ConnectionEnd =
   | { kind: 'outcome'; outcome: ConsumeOutcome }
   | { kind: 'throw'; error: Error }
@@ -378,9 +381,19 @@ class StreamRun {
         if (frame.type === 'batch' && !result && session.state === 'streaming') await deps.hooks?.afterStage?.(frame.position);
       };
 
+      // Frames are handled one at a time behind commits. Without backpressure a replay arriving faster than
+      // it commits would pile up here (hundreds of MB for a 50k-event replay); past the bound, stop reading
+      // the socket (TCP pushes back on the server) until the queue has drained to half.
+      let queuedFrames = 0;
       ws.on('message', (data, isBinary) => {
         if (!this.#fence.isActive(epoch)) return;
+        queuedFrames += 1;
+        if (queuedFrames >= MAX_QUEUED_FRAMES && !ws.isPaused) ws.pause();
         enqueue(() => onMessage(data, isBinary));
+        queue = queue.then(() => {
+          queuedFrames -= 1;
+          if (ws.isPaused && queuedFrames <= MAX_QUEUED_FRAMES / 2) ws.resume();
+        });
       });
       ws.on('error', (error: Error & { code?: string }) => {
         const tooLarge = error.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH';
@@ -464,6 +477,8 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
 async function closeSocket(ws: WebSocket, graceMs = 1_000): Promise<void> {
   ws.removeAllListeners();
   ws.on('error', () => undefined);
+  // A socket paused for backpressure must read again to see the peer's close frame.
+  if (ws.isPaused) ws.resume();
   if (ws.readyState === WebSocket.CLOSED) return;
   if (ws.readyState !== WebSocket.OPEN) {
     ws.terminate();

@@ -30,7 +30,8 @@ export class WireError extends Error {
 const positiveInt = z.number().int().positive();
 const nonNegativeInt = z.number().int().nonnegative();
 /** A decimal in plain notation: no exponent, no sign for our money fields. */
-const decimalString = z.string().regex(/^\d+(\.\d+)?$/, 'must be a non-negative decimal string such as "0.42"');
+const DECIMAL_PATTERN = /^\d+(\.\d+)?$/;
+const decimalString = z.string().regex(DECIMAL_PATTERN, 'must be a non-negative decimal string such as "0.42"');
 const priceString = decimalString.refine((s) => Number(s) <= 1, 'price must be within 0..1');
 const nonEmpty = z.string().min(1);
 
@@ -315,10 +316,34 @@ export function encodeServerFrame(frame: ServerFrameBody): string {
 
 /** Parses the data of a supported event kind; throws WireError naming the field when it is malformed. */
 export function parseTradeData(kind: SupportedEventKind, data: unknown): TradeData {
+  // Every staged trade passes here: check well-formed data by hand, and let zod find and name what is wrong.
+  const fast = wellFormedTradeData(data);
+  if (fast) return fast;
   const result = tradeDataSchema.safeParse(data);
   if (result.success) return result.data;
   const issue = result.error.issues[0];
   throw new WireError('invalid_frame', 'batch', `events.data.${issue?.path.map(String).join('.') ?? ''}`, `${kind}: ${issue?.message ?? 'invalid'}`);
+}
+
+/** What tradeDataSchema returns for valid data (known keys in schema order, others stripped), else undefined. */
+function wellFormedTradeData(data: unknown): TradeData | undefined {
+  if (!isJsonRecord(data)) return undefined;
+  const { market, asset, side, price, size, wallet, txHash } = data;
+  if (
+    isNonEmptyString(market) &&
+    isNonEmptyString(asset) &&
+    (side === 'BUY' || side === 'SELL') &&
+    typeof price === 'string' &&
+    DECIMAL_PATTERN.test(price) &&
+    Number(price) <= 1 &&
+    typeof size === 'string' &&
+    DECIMAL_PATTERN.test(size) &&
+    isNonEmptyString(wallet) &&
+    isNonEmptyString(txHash)
+  ) {
+    return { market, asset, side, price, size, wallet, txHash };
+  }
+  return undefined;
 }
 
 export function isSupportedKind(kind: string): kind is SupportedEventKind {

@@ -59,7 +59,9 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
   const logPath = join(dataDir, 'logs', 'whalehunt.log');
   const logFile = createWriteStream(logPath, { flags: 'a' });
 
-  const stops: { name: string; stop: () => Promise<void> }[] = [];
+  /** Undone in reverse order; entries without a name are steps of the shutdown rather than services. */
+  const stops: { name: string | null; stop: () => Promise<void> }[] = [];
+  const lastSeen: LastSeen = { summary: null };
   let shuttingDown = false;
   let firstSignalAt = 0;
   let wakeShutdown: () => void = () => undefined;
@@ -88,6 +90,8 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
     const pool = createPool(services.databaseUrl);
     stops.push({ name: 'database pool', stop: () => pool.end() });
     await migrate(pool);
+    // Said after the worker drained, while the database is (usually) still up: where the next run resumes.
+    stops.push({ name: null, stop: () => reportResumePoint(pool, cmd.consumerId, lastSeen, io) });
 
     const stream = await openStream(env, dataDir, cmd, io);
     if (stream.server) stops.push({ name: 'reference stream', stop: () => stream.server!.close() });
@@ -117,7 +121,7 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
     await ensureConsumer(session, cmd, config, io);
     printWhereToLook(io, services, cmd, env);
 
-    await showProgress({ session, pool, cmd, stream, io, until: shutdownRequested });
+    await showProgress({ session, pool, cmd, stream, io, until: shutdownRequested, lastSeen });
     return 0;
   } catch (error) {
     if (error instanceof ConfigError) throw new CliError('config_invalid', error.message);
@@ -126,17 +130,33 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
     // Reverse start order: the worker drains while Temporal, the stream and the database are still up.
     for (const { name, stop } of stops.reverse()) {
       try {
-        io.err(`stopping ${name}`);
+        if (name) io.err(`stopping ${name}`);
         await stop();
       } catch (error) {
-        io.err(`stopping ${name} failed: ${error instanceof Error ? error.message : String(error)}`);
+        io.err(`${name ? `stopping ${name}` : 'shutdown step'} failed: ${error instanceof Error ? error.message : String(error)}`);
       }
     }
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await new Promise<void>((resolveEnd) => logFile.end(resolveEnd));
-    if (stops.length > 0) io.out('stopped; run again to resume from the last committed checkpoint');
+    io.err('stopped');
   }
+}
+
+interface LastSeen {
+  summary: ConsumerSummary | null;
+}
+
+async function reportResumePoint(pool: pg.Pool, consumerId: string, lastSeen: LastSeen, io: RunIo): Promise<void> {
+  // A terminal's Ctrl-C also reaches an embedded Postgres, which may be gone by now: then say what was seen last.
+  const summary = await consumerSummary(pool, consumerId).catch(() => null);
+  const known = summary ?? lastSeen.summary;
+  const seen = summary ? '' : ' (last seen; the database had already stopped)';
+  io.out(
+    known?.state.position != null
+      ? `consumer ${consumerId}: committed position ${known.state.position}${seen}, version ${known.state.version}, ${known.executions} executions; the next run resumes from the committed checkpoint`
+      : `consumer ${consumerId}: nothing committed yet`,
+  );
 }
 
 interface StreamSource {
@@ -242,6 +262,8 @@ interface ProgressOptions {
   stream: StreamSource;
   io: RunIo;
   until: Promise<void>;
+  /** Updated with every sample, for the goodbye line. */
+  lastSeen: LastSeen;
 }
 
 interface Sample {
@@ -256,14 +278,14 @@ interface ProgressLine {
   stop: string | null;
 }
 
-async function showProgress({ session, pool, cmd, stream, io, until }: ProgressOptions): Promise<void> {
+async function showProgress({ session, pool, cmd, stream, io, until, lastSeen }: ProgressOptions): Promise<void> {
   let stopped = false;
   void until.then(() => (stopped = true));
   let previous: Sample | null = null;
   let lastStop: string | null = null;
   const tty = process.stdout.isTTY === true;
   while (!stopped) {
-    const line: ProgressLine = await progressLine(session, pool, cmd, stream, previous).catch((error: unknown) => ({
+    const line: ProgressLine = await progressLine(session, pool, cmd, stream, previous, lastSeen).catch((error: unknown) => ({
       text: `progress unavailable: ${error instanceof Error ? error.message : String(error)}`,
       sample: previous,
       stop: null,
@@ -284,6 +306,7 @@ async function progressLine(
   cmd: RunCommand,
   stream: StreamSource,
   previous: Sample | null,
+  lastSeen: LastSeen,
 ): Promise<ProgressLine> {
   const workflow = await findConsumer(session, cmd.consumerId);
   const heartbeat = streamHeartbeat(workflow.description);
@@ -291,6 +314,7 @@ async function progressLine(
     withAnswerTimeout(session, 'status query', () => workflow.handle.query(statusQuery), 3_000).catch((): ConsumerStatus | null => null),
     consumerSummary(pool, cmd.consumerId),
   ]);
+  if (summary) lastSeen.summary = summary;
   const now = Date.now();
   const position = summary?.state.position ?? null;
   const head = stream.journal?.head ?? heartbeat?.headPosition ?? status?.counters.lastHeadPosition ?? null;

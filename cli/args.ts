@@ -225,7 +225,7 @@ export function generalHelp(): string {
     ...names.map((n) => `  ${n.padEnd(width)}  ${COMMANDS[n].summary}`),
     '',
     'Every command takes --help. Connection settings come from the environment:',
-    '  TEMPORAL_ADDRESS (default localhost:7233), TEMPORAL_NAMESPACE (default "default"), DATABASE_URL (status).',
+    '  TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default "default"), TASK_QUEUE, DATABASE_URL (status).',
   ].join('\n');
 }
 

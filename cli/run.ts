@@ -34,6 +34,7 @@ const JOURNAL_SEED = 20_260_101;
 const JOURNAL_INITIAL_TRANSITIONS = 400;
 /** A second signal this soon after the first is the same Ctrl-C delivered twice, not a request to force. */
 export const DUPLICATE_SIGNAL_MS = 1_000;
+const RATE_WINDOW_MS = 10_000;
 
 /**
  * Loads local-services. Its embedded Postgres library installs SIGINT/SIGTERM handlers that stop Postgres and
@@ -266,14 +267,29 @@ interface ProgressOptions {
   lastSeen: LastSeen;
 }
 
-interface Sample {
-  at: number;
-  applied: number;
+/**
+ * Events applied per second over a sliding window. The heartbeat counter restarts with each lease and only
+ * moves every heartbeat, so single-interval deltas would jump between 0 and double.
+ */
+class RateMeter {
+  private lastCounter: number | null = null;
+  private total = 0;
+  private readonly window: { at: number; total: number }[] = [];
+
+  constructor(private readonly windowMs: number) {}
+
+  record(at: number, counter: number): number | null {
+    if (this.lastCounter !== null) this.total += counter >= this.lastCounter ? counter - this.lastCounter : counter;
+    this.lastCounter = counter;
+    this.window.push({ at, total: this.total });
+    while (this.window.length > 2 && at - this.window[0]!.at > this.windowMs) this.window.shift();
+    const first = this.window[0]!;
+    return at > first.at ? ((this.total - first.total) * 1000) / (at - first.at) : null;
+  }
 }
 
 interface ProgressLine {
   text: string;
-  sample: Sample | null;
   /** Why the consumer waits and how to resolve it, when it does. */
   stop: string | null;
 }
@@ -281,16 +297,14 @@ interface ProgressLine {
 async function showProgress({ session, pool, cmd, stream, io, until, lastSeen }: ProgressOptions): Promise<void> {
   let stopped = false;
   void until.then(() => (stopped = true));
-  let previous: Sample | null = null;
+  const meter = new RateMeter(RATE_WINDOW_MS);
   let lastStop: string | null = null;
   const tty = process.stdout.isTTY === true;
   while (!stopped) {
-    const line: ProgressLine = await progressLine(session, pool, cmd, stream, previous, lastSeen).catch((error: unknown) => ({
+    const line: ProgressLine = await progressLine(session, pool, cmd, stream, meter, lastSeen).catch((error: unknown) => ({
       text: `progress unavailable: ${error instanceof Error ? error.message : String(error)}`,
-      sample: previous,
       stop: null,
     }));
-    previous = line.sample;
     if (line.stop && line.stop !== lastStop) io.out(`${tty ? '\n' : ''}${line.stop}`);
     lastStop = line.stop;
     if (tty) process.stdout.write(`\r\x1b[K${line.text}`);
@@ -305,7 +319,7 @@ async function progressLine(
   pool: pg.Pool,
   cmd: RunCommand,
   stream: StreamSource,
-  previous: Sample | null,
+  meter: RateMeter,
   lastSeen: LastSeen,
 ): Promise<ProgressLine> {
   const workflow = await findConsumer(session, cmd.consumerId);
@@ -318,9 +332,7 @@ async function progressLine(
   const now = Date.now();
   const position = summary?.state.position ?? null;
   const head = stream.journal?.head ?? heartbeat?.headPosition ?? status?.counters.lastHeadPosition ?? null;
-  const applied = heartbeat?.counters.eventsApplied ?? status?.counters.eventsApplied ?? 0;
-  // Counters restart with each streaming lease: a drop means a new lease, not negative progress.
-  const rate = previous && now > previous.at ? (Math.max(0, applied - (applied >= previous.applied ? previous.applied : 0)) * 1000) / (now - previous.at) : null;
+  const rate = meter.record(now, heartbeat?.counters.eventsApplied ?? status?.counters.eventsApplied ?? 0);
   const text = [
     new Date(now).toISOString().slice(11, 19),
     (status?.phase ?? workflow.description.status.name.toLowerCase()).padEnd(12),
@@ -332,7 +344,7 @@ async function progressLine(
     ...effects(summary),
   ].join('  ');
   const stop = status?.stop ? `consumer waits: ${status.stop.reason}\n  resolve with: ${status.stop.resolveWith}` : null;
-  return { text, sample: { at: now, applied }, stop };
+  return { text, stop };
 }
 
 function effects(summary: ConsumerSummary | null): string[] {

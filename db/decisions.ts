@@ -1,5 +1,6 @@
 // Operator decisions. Each writes its audit row in the same transaction as the state change it implies, under
-// the consumer's checkpoint row lock, so a decision never interleaves with a commit.
+// the consumer's progress row lock (its checkpoint; a page consumer's page progress), so a decision never
+// interleaves with a commit.
 import type pg from 'pg';
 import type { BindingDecision, GapDecision, QuarantineDecision } from '../activities/types.js';
 import type { CommittedState, QuarantineReason } from '../protocol/types.js';
@@ -76,16 +77,27 @@ export function recordBindingDecision(pool: pg.Pool, input: DecisionInput<Bindin
 }
 
 /**
+ * Locks whichever progress row the consumer has: the checkpoint of a stream consumer or the page progress of a
+ * page consumer. Their commits take the same lock before reading quarantine records, so a decision never
+ * interleaves with one. False when the consumer has neither.
+ */
+async function lockProgressRow(client: pg.PoolClient, consumerId: string): Promise<boolean> {
+  if (await lockCheckpoint(client, consumerId)) return true;
+  const page = await client.query('SELECT 1 FROM page_progress WHERE consumer_id = $1 FOR UPDATE', [consumerId]);
+  return (page.rowCount ?? 0) > 0;
+}
+
+/**
  * Decides held quarantine records (all of the consumer's when eventIds is omitted): release_terminal makes
  * them a durable outcome (the next commit records their receipts and goes on); retry makes the next commit try
- * to apply them again. Returns how many held records the decision covered.
+ * to apply them again. Works for stream and page consumers alike. Returns how many held records the decision covered.
  */
 export async function resolveQuarantine(
   pool: pg.Pool,
   input: DecisionInput<QuarantineDecision> & { eventIds?: string[] },
 ): Promise<number> {
   return inTransaction(pool, 'resolveQuarantine', input.consumerId, async (client) => {
-    if (!(await lockCheckpoint(client, input.consumerId))) throw new UnknownConsumer(input.consumerId);
+    if (!(await lockProgressRow(client, input.consumerId))) throw new UnknownConsumer(input.consumerId);
     const res = await client.query<{ event_id: string }>(
       `UPDATE quarantine
           SET disposition = $2, decided_by = $3, decided_at = now(), why = $4, updated_at = now()

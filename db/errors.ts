@@ -74,6 +74,18 @@ export class UnknownConsumer extends Error {
   }
 }
 
+/** The id belongs to a consumer of the other kind (stream vs page): their effects would share rows under two locks. */
+export class ConsumerKindMismatch extends Error {
+  readonly code = 'consumer_kind_mismatch' as const;
+  override readonly name = 'ConsumerKindMismatch';
+  constructor(
+    readonly consumerId: string,
+    readonly actualKind: 'stream' | 'page',
+  ) {
+    super(`consumer ${consumerId} is a ${actualKind} consumer, not a ${actualKind === 'page' ? 'stream' : 'page'} consumer: choose another consumer id`);
+  }
+}
+
 /**
  * The database failed underneath an operation (connection lost, serialization failure, …). Carries the
  * SQLSTATE and whether the same operation may simply be retried; the pg error is the `cause`.

@@ -11,6 +11,20 @@ export {
   type DecisionInput,
   type QuarantineRecord,
 } from './decisions.js';
+export {
+  loadPageProgress,
+  openPageProgress,
+  recognisePageEvents,
+  commitPageChunk,
+  swapPageCursor,
+  type PageProgress,
+  type OpenPageProgress,
+  type Recognition,
+  type PageChunk,
+  type ChunkCounts,
+  type ChunkResult,
+  type CursorSwap,
+} from './pages.js';
 export { consumerSummary, type ConsumerSummary, type DecisionSummary } from './summary.js';
 export { claimOutbox, completeOutbox, failOutbox, DEFAULT_MAX_OUTBOX_ATTEMPTS, type OutboxItem } from './outbox.js';
 export { SQLSTATE } from './transaction.js';

@@ -10,6 +10,7 @@ import type { ActionRules, QuarantinePolicy, StagedEvent } from '../protocol/typ
 import { EFFECT_PARAM_COUNT, EFFECT_WRITE_CTES, effectWriteValues, readExisting, writeQuarantine } from './commit.js';
 import { decideCommit, parseEventData, type CommitWrites } from './decide.js';
 import { InvalidPlan, type HeldQuarantineItem } from './errors.js';
+import { lockConsumerKind } from './state.js';
 import { inTransaction, toStorageFailure } from './transaction.js';
 
 export interface PageProgress {
@@ -73,6 +74,7 @@ export async function openPageProgress(
   const { consumerId, stream, filter } = binding;
   const hash = computeFilterHash(filter);
   return inTransaction(pool, 'openPageProgress', consumerId, async (client): Promise<OpenPageProgress> => {
+    await lockConsumerKind(client, consumerId);
     const streamConsumer = await client.query('SELECT 1 FROM checkpoints WHERE consumer_id = $1', [consumerId]);
     if (streamConsumer.rowCount) return { kind: 'mismatch', reason: `consumer ${consumerId} is a stream consumer, not a page consumer`, progress: null };
     const inserted = await client.query<ProgressRow>(

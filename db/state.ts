@@ -2,6 +2,7 @@
 import type pg from 'pg';
 import type { Mappings, StreamFilter } from '../protocol/codec.js';
 import type { Binding, CommittedState } from '../protocol/types.js';
+import { ConsumerKindMismatch } from './errors.js';
 import { inTransaction, toStorageFailure } from './transaction.js';
 
 interface StateRow {
@@ -97,12 +98,23 @@ export async function loadCommitted(pool: pg.Pool, consumerId: string): Promise<
 }
 
 /**
+ * Serialises, until the transaction ends, every creation of a consumer's progress row (stream checkpoint or page
+ * progress), so the check that an id is not already the other kind holds when the row is inserted.
+ */
+export async function lockConsumerKind(client: pg.PoolClient, consumerId: string): Promise<void> {
+  await client.query("SELECT pg_advisory_xact_lock(hashtextextended('whalehunt-consumer:' || $1, 0))", [consumerId]);
+}
+
+/**
  * Starts an activity attempt: creates the consumer's row if absent and bumps its lease epoch, so every commit
  * of an older attempt is fenced from now on. Returns the state to resume from (its leaseEpoch and version are
- * the fence of this attempt's commits).
+ * the fence of this attempt's commits). An id that belongs to a page consumer is refused (ConsumerKindMismatch).
  */
 export async function acquireLease(pool: pg.Pool, consumerId: string): Promise<CommittedState> {
   return inTransaction(pool, 'acquireLease', consumerId, async (client) => {
+    await lockConsumerKind(client, consumerId);
+    const pageConsumer = await client.query('SELECT 1 FROM page_progress WHERE consumer_id = $1', [consumerId]);
+    if (pageConsumer.rowCount) throw new ConsumerKindMismatch(consumerId, 'page');
     await client.query(
       `INSERT INTO checkpoints (consumer_id, lease_epoch) VALUES ($1, 1)
        ON CONFLICT (consumer_id) DO UPDATE SET lease_epoch = checkpoints.lease_epoch + 1`,

@@ -6,6 +6,8 @@ import { loadPageProgress, type PageProgress } from '../../db/pages.js';
 import { PAGE_QUERY, type StreamFilter } from '../../protocol/codec.js';
 import type { QuarantineReason } from '../../protocol/types.js';
 import { acquireLease } from '../../db/state.js';
+import { resolveQuarantine } from '../../db/decisions.js';
+import { ConsumerKindMismatch, UnknownConsumer } from '../../db/errors.js';
 import { addDecimal, compareDecimal, formatDecimal, notional, parseDecimal, type Decimal } from '../../protocol/decimal.js';
 import { Journal, type NewEvent } from '../../simulator/journal.js';
 import { ReferenceStreamServer } from '../../simulator/server.js';
@@ -469,6 +471,39 @@ describe('stops', () => {
     ]);
   });
 
+  it('a held quarantine of a page consumer is released by an operator decision; the next run goes on', async () => {
+    const server = await startServer(oracleJournal(3, [oracleTrade('e4', '0.5'), mystery('e5'), oracleTrade('e6', '0.5')]));
+    const consumerId = 'pages-released';
+    expect(await run(server, { consumerId, chunkSize: 1 }).outcome).toMatchObject({ kind: 'held_quarantine', items: [{ eventId: 'e5' }] });
+    const before = await progress(consumerId);
+
+    const resolved = await resolveQuarantine(db.pool, { consumerId, decision: 'release_terminal', actor: 'ops', reason: 'unknown kind is not ours' });
+    expect(resolved).toBe(1);
+    // The decision changes the quarantine record only: the cursor and the durable prefix are where they were.
+    expect(await progress(consumerId)).toEqual(before);
+    const { rows: decisions } = await db.pool.query('SELECT kind, decision, actor, reason, replaced_token, details FROM decisions WHERE consumer_id = $1', [consumerId]);
+    expect(decisions).toEqual([
+      { kind: 'quarantine', decision: 'release_terminal', actor: 'ops', reason: 'unknown kind is not ours', replaced_token: null, details: { eventIds: ['e5'] } },
+    ]);
+
+    // No terminal policy this time: the operator's release is what lets the run go on.
+    expect((await run(server, { consumerId, chunkSize: 1, maxAttempts: 0 }).outcome).kind).toBe('caught_up');
+    expect(await progress(consumerId)).toMatchObject({ appliedPosition: 6 });
+    const state = await dumpState(db.pool, consumerId);
+    expect(state.quarantine).toEqual([{ eventId: 'e5', disposition: 'terminal', reason: 'unsupported_kind' }]);
+    expect(state.receipts.filter((r) => ['e4', 'e5', 'e6'].includes(r.eventId))).toEqual([
+      { eventId: 'e4', outcome: 'applied' },
+      { eventId: 'e5', outcome: 'quarantined' },
+      { eventId: 'e6', outcome: 'applied' },
+    ]);
+    const { rows: decided } = await db.pool.query('SELECT decided_by, why FROM quarantine WHERE consumer_id = $1', [consumerId]);
+    expect(decided).toEqual([{ decided_by: 'ops', why: 'unknown kind is not ours' }]);
+  });
+
+  it('a quarantine decision for an id with no progress of either kind is refused', async () => {
+    await expect(resolveQuarantine(db.pool, { consumerId: 'pages-nobody', decision: 'retry', actor: 'ops', reason: 'x' })).rejects.toBeInstanceOf(UnknownConsumer);
+  });
+
   it('a run whose progress another run moved stops as fenced without writing', async () => {
     const server = await startServer(Journal.generate({ seed: 5, transitions: 20 }));
     const consumerId = 'pages-fenced';
@@ -501,6 +536,16 @@ describe('stops', () => {
     expect(refused).toMatchObject({ kind: 'binding_mismatch', counters: { requests: 0 } });
     expect(refused.kind === 'binding_mismatch' && refused.message).toMatch(/is a stream consumer/);
     expect(await loadPageProgress(db.pool, 'stream-consumer')).toBeNull();
+  });
+
+  it('a page consumer id is not a stream consumer: acquireLease refuses it and creates no checkpoint', async () => {
+    const server = await startServer(Journal.generate({ seed: 5, transitions: 10 }));
+    await run(server, { consumerId: 'pages-only', maxPages: 1 }).outcome;
+    const refused = acquireLease(db.pool, 'pages-only');
+    await expect(refused).rejects.toBeInstanceOf(ConsumerKindMismatch);
+    await expect(refused).rejects.toMatchObject({ code: 'consumer_kind_mismatch', consumerId: 'pages-only', actualKind: 'page' });
+    const { rowCount } = await db.pool.query('SELECT 1 FROM checkpoints WHERE consumer_id = $1', ['pages-only']);
+    expect(rowCount).toBe(0);
   });
 
   it('a configuration that cannot work is refused before any request', async () => {

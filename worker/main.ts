@@ -11,7 +11,7 @@ import { OutboxDispatcher } from '../activities/outbox.js';
 import { createPool, migrate } from '../db/index.js';
 import { ConfigError, loadConfig, redact, type WorkerConfig } from './config.js';
 import { JsonLogger } from './logger.js';
-import { createWorker, type CreateWorkerOptions } from './worker.js';
+import { createWorker, type ConsumerWorker, type CreateWorkerOptions } from './worker.js';
 
 export const EXIT_CONFIG = 2;
 export const EXIT_FAILURE = 1;
@@ -84,7 +84,7 @@ export interface WorkerRuntime {
 export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise<WorkerRuntime> {
   const { config, log, pool } = options;
   const connection = await NativeConnection.connect({ address: config.temporal.address });
-  let consumerWorker;
+  let consumerWorker: ConsumerWorker;
   try {
     consumerWorker = await createWorker({
       config,

@@ -1,12 +1,14 @@
-// The worker's activities: the streaming run (the Temporal-agnostic consumeStream wired to Context's
-// heartbeat and cancellation) and the small database steps the workflows take: reading the committed
-// checkpoint, recording decisions with their audit rows, and waiting for a rebind's generation.
+// The worker's activities: the streaming run and the paginated history run (the Temporal-agnostic
+// consumeStream and consumePages wired to Context's heartbeat and cancellation) and the small database steps
+// the workflows take: reading the committed checkpoint, recording decisions with their audit rows, and
+// waiting for a rebind's generation.
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type pg from 'pg';
 import {
   acquireLease,
   commitCheckpoint,
+  ConsumerKindMismatch,
   loadCommitted,
   recordBindingDecision,
   recordGapDecision,
@@ -26,6 +28,14 @@ import {
   type ConsumeStreamDeps,
   type ConsumeStreamLog,
 } from './consume-stream.js';
+import {
+  consumePages as runConsumePages,
+  InvalidPageConsumerConfig,
+  type ConsumePagesInput,
+  type PageConsumerConfig,
+  type PageHeartbeat,
+  type PageOutcome,
+} from './page-consumer.js';
 import type {
   BindingDecision,
   CheckpointSummary,
@@ -66,6 +76,20 @@ export interface WaitForGenerationInput {
   generation: number;
   timeoutMs: number;
   pollMs?: number;
+}
+
+/** The paginated source's page size and durable chunk size used by the consumePages activity. */
+export const PAGE_ACTIVITY_LIMITS = { limit: 500, chunkSize: 100 } as const;
+
+export interface ConsumePagesActivityInput extends ConsumePagesInput {
+  /** The stream whose history is paged (part of the page path; a page consumer stays bound to it). */
+  stream: string;
+}
+
+/** The paginated source lives on the stream server's origin: ws → http, wss → https. */
+export function pageSourceUrl(streamUrl: string): string {
+  const url = new URL(streamUrl);
+  return `${url.protocol === 'wss:' ? 'https:' : 'http:'}//${url.host}`;
 }
 
 export function committedView(state: CommittedState | null): CommittedView {
@@ -110,6 +134,12 @@ export function createActivities(deps: ActivityDeps) {
         ...(error.retryAfterMs !== undefined ? { nextRetryDelay: error.retryAfterMs } : {}),
       });
     }
+    // Already a Temporal failure (e.g. an InvalidDecision built below): keep its type and retryability.
+    if (error instanceof ApplicationFailure) return error;
+    // A configuration that cannot work: the consumer workflow pauses on ConfigError until someone fixes it.
+    if (error instanceof ConsumerKindMismatch || error instanceof InvalidPageConsumerConfig) {
+      return ApplicationFailure.create({ type: 'ConfigError', message: scrub(error.message), nonRetryable: true, details: [{ code: error.code }] });
+    }
     if (error instanceof LeaseLost || error instanceof DatabaseBehind) {
       return ApplicationFailure.create({ type: error.name, message: scrub(error.message), nonRetryable: true, details: [{ code: error.code }] });
     }
@@ -138,6 +168,48 @@ export function createActivities(deps: ActivityDeps) {
       return guarded(() =>
         runConsumeStream(streamDeps, input, { heartbeat: (details) => ctx.heartbeat(details), signal: ctx.cancellationSignal }),
       );
+    },
+
+    /**
+     * Pages the history source from the consumer's saved cursor (PROTOCOL.md section 8). Heartbeats its progress
+     * at least every heartbeatEveryMs (so a cancellation reaches it during a long backoff too); cancellation stops
+     * at a chunk boundary. Protocol stops are returned; a source still failing after the bounded backoff is
+     * thrown as a retryable PageSourceUnavailable (Temporal retries from the saved cursor).
+     */
+    async consumePages(input: ConsumePagesActivityInput): Promise<PageOutcome> {
+      const ctx = Context.current();
+      const { stream, ...pagesInput } = input;
+      const { reconnect, quarantinePolicy, actions, heartbeatEveryMs } = deps.config.stream;
+      const config: PageConsumerConfig = {
+        url: pageSourceUrl(deps.config.stream.url),
+        apiKey,
+        stream,
+        ...PAGE_ACTIVITY_LIMITS,
+        backoff: reconnect,
+        quarantinePolicy,
+        actions,
+      };
+      let last: PageHeartbeat | undefined;
+      const heartbeat = (details?: PageHeartbeat): void => {
+        if (details) last = details;
+        ctx.heartbeat(last);
+      };
+      const timer = setInterval(() => heartbeat(), heartbeatEveryMs);
+      try {
+        return await guarded(async () => {
+          const outcome = await runConsumePages({ pool, config, log }, pagesInput, { heartbeat, signal: ctx.cancellationSignal });
+          if (outcome.kind === 'source_failed' && outcome.retryable) {
+            throw ApplicationFailure.create({
+              type: 'PageSourceUnavailable',
+              message: scrub(`page source ${outcome.code}${outcome.status === null ? '' : ` (HTTP ${outcome.status})`}: ${outcome.message}`),
+              details: [{ code: outcome.code, progress: outcome.progress }],
+            });
+          }
+          return outcome;
+        });
+      } finally {
+        clearInterval(timer);
+      }
     },
 
     async loadCommitted(input: { consumerId: string }): Promise<CommittedView> {

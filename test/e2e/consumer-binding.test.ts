@@ -1,8 +1,10 @@
 // cursor_mismatch and server restarts end to end: the consumer workflow on the real Temporal dev server, real
 // Postgres and a real ReferenceStreamServer that is closed and started again on the same port and journal.
 // A restart with a new token secret voids every saved token (cursor_mismatch: stop, keep the token, wait for
-// an audited binding decision); a restart with the same secret is only a dropped connection (resume).
+// an audited binding decision); a restart with the same secret is only a dropped connection (resume). An id
+// that already belongs to a page consumer never streams.
 import { describe, expect, it } from 'vitest';
+import { openPageProgress } from '../../db/pages.js';
 import { ReferenceStreamServer, type ReferenceServerOptions } from '../../simulator/server.js';
 import { resolveBindingUpdate, statusQuery, type BindingResolution } from '../../workflows/definitions.js';
 import { useTestDatabase } from '../support/db.js';
@@ -183,6 +185,20 @@ describe('binding and server restarts', () => {
       executions: ['r1@1', 'r2@1', 'r3@1', 'r4@1', 'r5@1', 'r6@1', 'r7@1'],
       volumes: [{ market: 'mA', volume: '7', execution_count: 7 }],
     });
+  });
+
+  it('an id that belongs to a page consumer is refused before streaming: the consumer pauses with a ConfigError', async () => {
+    const consumerId = 'page-owned-1';
+    const journal = journalOf([1, 2].map((i) => ({ events: [trade(`p${i}`, 'mA', '0.5', '2')] })));
+    expect((await openPageProgress(db.pool, { consumerId, stream: 'polymarket', filter: {} })).kind).toBe('opened');
+    await withConsumerStack(res, db, { journal }, async ({ server, startConsumer }) => {
+      const handle = await startConsumer({ consumerId });
+      const paused = await waitForStatus(handle, 'phase paused', (s) => s.phase === 'paused');
+      expect(paused.stop?.reason).toContain(`ConfigError: consumer ${consumerId} is a page consumer, not a stream consumer`);
+      expect(server.connections).toEqual([]);
+    });
+    const { rowCount } = await db.pool.query('SELECT 1 FROM checkpoints WHERE consumer_id = $1', [consumerId]);
+    expect(rowCount).toBe(0);
   });
 
   it('replays every recorded history without nondeterminism and no history holds the API key', async () => {

@@ -150,18 +150,3 @@ export function useTestDatabase(options: { poolMax?: number } = {}): TestDatabas
   };
 }
 
-/** Runs `fn` in a transaction on one client: committed when it resolves, rolled back when it throws. */
-export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    const result = await fn(client);
-    await client.query('COMMIT');
-    return result;
-  } catch (error) {
-    await client.query('ROLLBACK');
-    throw error;
-  } finally {
-    client.release();
-  }
-}

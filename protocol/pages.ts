@@ -1,8 +1,8 @@
 // Pure logic of the paginated history source (PROTOCOL.md section 8): what a page is (advancing, zero-item,
 // non-advancing), which of its events are already inside the durable prefix, how the rest is cut into chunks
 // that each end on a whole journal position, and the bounded backoff between repeated requests.
-import { eventContentHash } from './canonical.js';
 import type { PageEvent, PageResponse } from './codec.js';
+import { toStagedEvent } from './staging.js';
 import type { StagedEvent } from './types.js';
 
 /**
@@ -23,17 +23,7 @@ export function classifyPage(requestCursor: string | null, page: Pick<PageRespon
 
 /** The page's events as staged events (content hash over the canonical event and its position). */
 export function stagePageEvents(events: readonly PageEvent[]): StagedEvent[] {
-  return events.map(({ position, ...event }) => ({
-    position,
-    ordinal: event.ordinal,
-    eventId: event.eventId,
-    kind: event.kind,
-    entityId: event.entityId,
-    revision: event.revision,
-    observedAt: event.observedAt,
-    data: event.data,
-    contentHash: eventContentHash(event, position),
-  }));
+  return events.map((event) => toStagedEvent(event, event.position));
 }
 
 /** The first break of journal order (position, ordinal strictly increasing), or null when the page is ordered. */

@@ -3,7 +3,7 @@
 // (position, ordinal) because the server delivers them that way and every frame is checked against the
 // previous one; observedAt is carried, never used for ordering.
 import { eventContentHash } from './canonical.js';
-import { isSupportedKind, parseTradeData, type ServerFrameOf } from './codec.js';
+import { isSupportedKind, parseTradeData, type ServerFrameOf, type WireEvent } from './codec.js';
 import { ProtocolViolation } from './session-fence.js';
 import type { Binding, CheckpointPlan, QualityNotice, StagedEvent, StartMode } from './types.js';
 
@@ -11,6 +11,21 @@ export interface StagingLimits {
   maxEvents: number;
   maxBytes: number;
   maxAgeMs: number;
+}
+
+/** A wire event at its journal position as staged: the stream's batches and the page source share this. */
+export function toStagedEvent(event: WireEvent, position: number): StagedEvent {
+  return {
+    position,
+    ordinal: event.ordinal,
+    eventId: event.eventId,
+    kind: event.kind,
+    entityId: event.entityId,
+    revision: event.revision,
+    observedAt: event.observedAt,
+    data: event.data,
+    contentHash: eventContentHash(event, position),
+  };
 }
 
 export type StagingBound = 'events' | 'bytes' | 'age';
@@ -103,17 +118,7 @@ export class StagingBuffer {
       // Supported kinds must carry well-formed data; an unsupported kind is staged for quarantine as is.
       if (isSupportedKind(event.kind)) parseTradeData(event.kind, event.data);
       bytes += approximateBytes(event);
-      staged.push({
-        position: frame.position,
-        ordinal: event.ordinal,
-        eventId: event.eventId,
-        kind: event.kind,
-        entityId: event.entityId,
-        revision: event.revision,
-        observedAt: event.observedAt,
-        data: event.data,
-        contentHash: eventContentHash(event, frame.position),
-      });
+      staged.push(toStagedEvent(event, frame.position));
     });
     this.#checkBounds(this.#events.length + staged.length, this.#bytes + bytes);
     this.#events.push(...staged);

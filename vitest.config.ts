@@ -15,6 +15,7 @@ export default defineConfig({
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],
           globalSetup: ['test/support/temporal-global-setup.ts'],
+          setupFiles: ['test/support/quiet-temporal-runtime.ts'],
           testTimeout: 180_000,
           hookTimeout: 180_000,
           // The Temporal dev server and worker processes are heavy on a 2-core machine.

@@ -6,7 +6,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Client, WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
 import type { StreamFilter } from '../../protocol/codec.js';
 import { ReferenceStreamServer, type ReferenceServerOptions } from '../../simulator/server.js';
 import { Journal, type NewEvent, type NewTransition } from '../../simulator/journal.js';
@@ -27,9 +27,6 @@ import {
 import type { TestDatabase } from '../support/db.js';
 import type { Resources } from '../support/leaks.js';
 import { createTestClient, sharedWorkflowBundlePath, temporalTarget, uniqueTaskQueue, waitForQuery } from '../support/temporal.js';
-
-// The SDK's own INFO lines (worker state changes) drown the test output; warnings and errors still show.
-Runtime.install({ logger: new DefaultLogger('WARN') });
 
 /** Distinctive, so a search of every history and log line for it means something. */
 export const API_KEY = `wh-e2e-secret-${randomUUID()}`;

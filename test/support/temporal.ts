@@ -5,7 +5,7 @@ import { inspect } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import type { WorkflowHandle } from '@temporalio/client';
 import type { QueryDefinition } from '@temporalio/common';
-import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import type { WorkerOptions } from '@temporalio/worker';
 import { inject } from 'vitest';
 
@@ -57,7 +57,6 @@ export async function withWorker<R>(
   const { address, namespace } = temporalTarget();
   const taskQueue = options.taskQueue ?? uniqueTaskQueue();
   const ownWorkflows = options.workflowsPath !== undefined || options.workflowBundle !== undefined;
-  installQuietRuntime();
   const connection = await NativeConnection.connect({ address });
   try {
     const worker = await Worker.create({
@@ -71,18 +70,6 @@ export async function withWorker<R>(
     return await worker.runUntil(() => fn({ worker, taskQueue }));
   } finally {
     await connection.close();
-  }
-}
-
-let runtimeInstalled = false;
-/** Worker state changes at INFO drown test output; a test that installed its own Runtime keeps it. */
-function installQuietRuntime(): void {
-  if (runtimeInstalled) return;
-  runtimeInstalled = true;
-  try {
-    Runtime.install({ logger: new DefaultLogger('WARN') });
-  } catch {
-    // Already instantiated by the test itself: its choice wins.
   }
 }
 

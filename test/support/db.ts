@@ -9,7 +9,7 @@
 // Each database is cloned (CREATE DATABASE … TEMPLATE) from a template that has the migrations applied once.
 // The template's name carries a hash of the migration files, so a new migration builds a new template, and
 // an advisory lock lets parallel test files build it exactly once. A file whose tests failed keeps its
-// database for inspection (its name is printed); a passing file drops it.
+// database for inspection (its name is printed; a run a day later drops it); a passing file drops it.
 // DATABASE_URL (an admin connection) is honoured; default postgres://postgres@127.0.0.1:5432/test.
 import { createHash, randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -23,6 +23,11 @@ export const ADMIN_DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgr
 
 /** Any constant: serialises template builds across the parallel test processes. */
 const TEMPLATE_LOCK_KEY = 7_201_310_556;
+
+/** Test databases are named `${TEST_DATABASE_PREFIX}<Date.now() in base 36>_<random>`. */
+const TEST_DATABASE_PREFIX = 'whalehunt_test_';
+/** A failing file's database is kept this long for inspection, then a later run drops it. */
+const KEPT_DATABASE_MAX_AGE_MS = 24 * 60 * 60 * 1000;
 
 export interface TestDatabase {
   pool: pg.Pool;
@@ -63,11 +68,26 @@ async function withAdmin<T>(fn: (admin: pg.Client) => Promise<T>): Promise<T> {
 
 const quoteIdent = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
+/**
+ * Drops test databases older than a day: kept ones of failed files would otherwise pile up on a machine that
+ * runs the suite again and again (CI). Their age is read from the name, so a database a running file uses
+ * is never touched.
+ */
+async function dropStaleTestDatabases(admin: pg.Client): Promise<void> {
+  const { rows } = await admin.query<{ datname: string }>('SELECT datname FROM pg_database WHERE starts_with(datname, $1)', [TEST_DATABASE_PREFIX]);
+  const cutoff = Date.now() - KEPT_DATABASE_MAX_AGE_MS;
+  for (const { datname } of rows) {
+    const createdAt = parseInt(datname.slice(TEST_DATABASE_PREFIX.length).split('_')[0] ?? '', 36);
+    if (createdAt < cutoff) await admin.query(`DROP DATABASE IF EXISTS ${quoteIdent(datname)} WITH (FORCE)`);
+  }
+}
+
 /** Builds the migrated template once per migration set; later callers find it ready. */
 async function ensureTemplate(admin: pg.Client): Promise<string> {
   const template = `whalehunt_tpl_${migrationsHash()}`;
   await admin.query('SELECT pg_advisory_lock($1)', [TEMPLATE_LOCK_KEY]);
   try {
+    await dropStaleTestDatabases(admin);
     const exists = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [template]);
     if (exists.rowCount) return template;
     // Built under a scratch name and renamed when complete, so a crash mid-build never leaves a half template.
@@ -89,7 +109,7 @@ async function ensureTemplate(admin: pg.Client): Promise<string> {
 
 /** A fresh migrated database, cloned from the template. */
 export async function createTestDatabase(options: { poolMax?: number } = {}): Promise<TestDatabase> {
-  const name = `whalehunt_test_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
+  const name = `${TEST_DATABASE_PREFIX}${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
   await withAdmin(async (admin) => {
     const template = await ensureTemplate(admin);
     await admin.query(`CREATE DATABASE ${quoteIdent(name)} TEMPLATE ${quoteIdent(template)}`);

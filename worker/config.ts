@@ -16,6 +16,8 @@ export interface WorkerConfig {
   /** The streaming lease a consumer started by this deployment gets (workflow input). */
   leaseMs: number;
   whaleAlert: { minNotional: string | null; webhookUrl: string | null };
+  /** The paginated history source (PROTOCOL.md section 8): events asked per page, events per durable chunk. */
+  pages: { stream: string; limit: number; chunkSize: number };
   logLevel: LogLevel;
 }
 
@@ -60,6 +62,10 @@ const envSchema = z.object({
     .pipe(z.array(z.enum(QUARANTINE_REASONS as [QuarantineReason, ...QuarantineReason[]], { error: `each must be one of ${QUARANTINE_REASONS.join(', ')}` }))),
   WHALE_ALERT_MIN_NOTIONAL: optionalText.pipe(z.string().regex(/^\d+(\.\d+)?$/, 'must be a decimal string such as "50000"').optional()),
   WHALE_ALERT_WEBHOOK_URL: optionalText.pipe(url(/^https?:\/\//, 'http(s)://').optional()),
+  PAGE_STREAM: z.string().trim().min(1, 'must not be empty').default('polymarket'),
+  // The source may answer up to its own maximum; 10,000 keeps one page's events a bounded allocation.
+  PAGE_LIMIT: positiveInt(500).pipe(z.number().max(10_000, 'must be at most 10000 (events per page)')),
+  PAGE_CHUNK_SIZE: positiveInt(100).pipe(z.number().max(10_000, 'must be at most 10000 (events per transaction)')),
   LOG_LEVEL: z
     .string()
     .trim()
@@ -94,6 +100,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
     },
     leaseMs: e.LEASE_MS,
     whaleAlert: { minNotional: e.WHALE_ALERT_MIN_NOTIONAL ?? null, webhookUrl: e.WHALE_ALERT_WEBHOOK_URL ?? null },
+    pages: { stream: e.PAGE_STREAM, limit: e.PAGE_LIMIT, chunkSize: e.PAGE_CHUNK_SIZE },
     logLevel: e.LOG_LEVEL,
   };
 }

@@ -64,6 +64,23 @@ describe('loadConfig', () => {
     expect(message).toContain('WHALEHUNT_API_KEY: is required (the stream API key)');
   });
 
+  it('page settings: defaults, overrides, and a clear error for each bad value', () => {
+    expect(loadConfig(valid).pages).toEqual({ stream: 'polymarket', limit: 500, chunkSize: 100 });
+    expect(loadConfig({ ...valid, PAGE_STREAM: 'kalshi', PAGE_LIMIT: '50', PAGE_CHUNK_SIZE: '7' }).pages).toEqual({ stream: 'kalshi', limit: 50, chunkSize: 7 });
+    let error: unknown;
+    try {
+      loadConfig({ ...valid, PAGE_STREAM: ' ', PAGE_LIMIT: '0', PAGE_CHUNK_SIZE: '20000' });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).problems).toEqual([
+      { variable: 'PAGE_STREAM', problem: 'must not be empty' },
+      { variable: 'PAGE_LIMIT', problem: 'must be a positive integer' },
+      { variable: 'PAGE_CHUNK_SIZE', problem: 'must be at most 10000 (events per transaction)' },
+    ]);
+  });
+
   it('redact() hides the API key and URL passwords', () => {
     const shown = JSON.stringify(redact(loadConfig(valid)));
     expect(shown).not.toContain(KEY);

@@ -13,6 +13,7 @@ import {
   decodePageError,
   decodePageReset,
   decodePageResponse,
+  pageAuthorization,
   pagePath,
   PAGE_QUERY,
   type History,
@@ -29,7 +30,7 @@ import type { ConsumeStreamLog } from './consume-stream.js';
 export interface PageConsumerConfig {
   /** HTTP base of the source, e.g. http://127.0.0.1:8787 */
   url: string;
-  /** Sent as `Authorization: Bearer`; never logged, never in an outcome. */
+  /** Sent as the page endpoint's `Authorization`; never logged, never in an outcome. */
   apiKey: string;
   stream: string;
   /** Events per page asked of the source (it may return more: pages hold whole transitions). */
@@ -214,7 +215,7 @@ export async function consumePages(deps: PageConsumerDeps, input: ConsumePagesIn
     let text: string;
     try {
       res = await fetchPage(url, {
-        headers: { authorization: `Bearer ${config.apiKey}`, accept: 'application/json' },
+        headers: { authorization: pageAuthorization(config.apiKey), accept: 'application/json' },
         signal: AbortSignal.any([ctx.signal, AbortSignal.timeout(config.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS)]),
       });
       text = await res.text();

@@ -360,6 +360,16 @@ export function pagePath(stream: string): string {
 /** Query parameter names of the page endpoint; `filter` carries the filter as canonical JSON. */
 export const PAGE_QUERY = { cursor: 'cursor', limit: 'limit', filter: 'filter' } as const;
 
+const BEARER = 'Bearer ';
+/** The page endpoint's `Authorization` value: the API key as a bearer token (the stream sends it in `authenticate`). */
+export function pageAuthorization(apiKey: string): string {
+  return `${BEARER}${apiKey}`;
+}
+/** The API key of an `Authorization` header; '' when it is absent or not a bearer token. */
+export function apiKeyOfPageAuthorization(header: string | undefined): string {
+  return header?.startsWith(BEARER) ? header.slice(BEARER.length) : '';
+}
+
 const pageEventSchema = wireEventSchema.extend({ position: positiveInt });
 export type PageEvent = z.infer<typeof pageEventSchema>;
 

@@ -11,6 +11,7 @@ import {
   PAGE_QUERY,
   PROTOCOL_NAME,
   STREAM_PATH,
+  apiKeyOfPageAuthorization,
   decodeClientFrame,
   encodeServerFrame,
   filterSchema,
@@ -313,9 +314,7 @@ export class ReferenceStreamServer {
       sendJson(res, 404, { code: 'protocol_violation', message: `no such endpoint: ${req.method ?? ''} ${url.pathname}` } satisfies PageError);
       return;
     }
-    const auth = req.headers.authorization ?? '';
-    const key = auth.startsWith('Bearer ') ? auth.slice('Bearer '.length) : '';
-    if (!this.checkApiKey(key)) {
+    if (!this.checkApiKey(apiKeyOfPageAuthorization(req.headers.authorization))) {
       sendJson(res, 401, { code: 'unauthorized', message: 'missing or unknown API key' } satisfies PageError);
       return;
     }

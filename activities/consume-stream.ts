@@ -3,6 +3,7 @@
 // each connection is a new session epoch, and a frame or callback of an older epoch is dropped.
 // Protocol stops are returned as a ConsumeOutcome; transport trouble past the retry bound is thrown.
 import WebSocket from 'ws';
+import { backoffDelay, type Backoff } from '../protocol/backoff.js';
 import { filterHash } from '../protocol/canonical.js';
 import { decodeServerFrame, encodeClientFrame, WireError, type ClientFrameBody, type StartRequest, type StreamFilter } from '../protocol/codec.js';
 import { Session, type SessionAction, type SessionStop } from '../protocol/session.js';
@@ -28,7 +29,7 @@ export interface ConsumeStreamConfig {
   actions: ActionRules;
   heartbeatEveryMs: number;
   connectTimeoutMs: number;
-  reconnect: { maxAttempts: number; initialMs: number; maxMs: number };
+  reconnect: Backoff;
 }
 
 export interface ConsumeStreamDeps {
@@ -180,7 +181,7 @@ class StreamRun {
         if (failures > reconnect.maxAttempts) {
           throw new StreamTransportError(end.code, `stream failed ${failures} times in a row without progress; last: ${end.message}`);
         }
-        const delay = Math.min(reconnect.maxMs, reconnect.initialMs * 2 ** (failures - 1));
+        const delay = backoffDelay(reconnect, failures);
         this.deps.log.warn('stream session ended; reconnecting from the committed checkpoint', {
           code: end.code,
           attempt: failures,

@@ -23,7 +23,8 @@ import {
   type ResetReason,
   type StreamFilter,
 } from '../protocol/codec.js';
-import { backoffDelay, chunkByPosition, classifyPage, journalOrderProblem, splitAtApplied, stagePageEvents, type PageBackoff } from '../protocol/pages.js';
+import { backoffDelay, type Backoff } from '../protocol/backoff.js';
+import { chunkByPosition, classifyPage, journalOrderProblem, splitAtApplied, stagePageEvents } from '../protocol/pages.js';
 import type { ActionRules, QuarantinePolicy } from '../protocol/types.js';
 import type { ConsumeStreamLog } from './consume-stream.js';
 
@@ -38,7 +39,7 @@ export interface PageConsumerConfig {
   /** Events per durable chunk (a position is never split, so a chunk can be larger). */
   chunkSize: number;
   /** Bounds the repeats of a non-advancing page and of retryable failures. */
-  backoff: PageBackoff;
+  backoff: Backoff;
   /** Per request; default 30 s. */
   requestTimeoutMs?: number;
   /** Default: every quarantine reason is held. */

@@ -1,6 +1,6 @@
 // Pure logic of the paginated history source (PROTOCOL.md section 8): what a page is (advancing, zero-item,
 // non-advancing), which of its events are already inside the durable prefix, how the rest is cut into chunks
-// that each end on a whole journal position, and the bounded backoff between repeated requests.
+// that each end on a whole journal position.
 import type { PageEvent, PageResponse } from './codec.js';
 import { toStagedEvent } from './staging.js';
 import type { StagedEvent } from './types.js';
@@ -69,17 +69,4 @@ export function chunkByPosition(events: readonly StagedEvent[], chunkSize: numbe
   }
   if (chunk.length > 0) chunks.push(chunk);
   return chunks;
-}
-
-export interface PageBackoff {
-  /** Repeated requests after the first one (non-advancing pages, retryable failures); past them the reader stops. */
-  maxAttempts: number;
-  initialMs: number;
-  maxMs: number;
-}
-
-/** Delay before retry `attempt` (1-based): exponential from initialMs, capped at maxMs; a server's hint wins if longer. */
-export function backoffDelay(backoff: PageBackoff, attempt: number, retryAfterMs?: number): number {
-  const exponential = Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.max(0, attempt - 1));
-  return Math.max(exponential, retryAfterMs ?? 0);
 }

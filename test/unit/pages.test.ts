@@ -4,7 +4,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { eventContentHash } from '../../protocol/canonical.js';
 import type { PageEvent } from '../../protocol/codec.js';
-import { backoffDelay, chunkByPosition, classifyPage, journalOrderProblem, splitAtApplied, stagePageEvents } from '../../protocol/pages.js';
+import { backoffDelay } from '../../protocol/backoff.js';
+import { chunkByPosition, classifyPage, journalOrderProblem, splitAtApplied, stagePageEvents } from '../../protocol/pages.js';
 import type { StagedEvent } from '../../protocol/types.js';
 import { trade } from '../db/fixtures.js';
 

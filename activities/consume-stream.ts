@@ -6,9 +6,9 @@ import WebSocket from 'ws';
 import { backoffDelay, type Backoff } from '../protocol/backoff.js';
 import { filterHash } from '../protocol/canonical.js';
 import { decodeServerFrame, encodeClientFrame, WireError, type ClientFrameBody, type StartRequest, type StreamFilter } from '../protocol/codec.js';
-import { Session, type SessionAction, type SessionStop } from '../protocol/session.js';
+import { ServerStaleGeneration, Session, type SessionAction, type SessionStop } from '../protocol/session.js';
 import { SessionFence } from '../protocol/session-fence.js';
-import type { StagingLimits } from '../protocol/staging.js';
+import { StagingBoundExceeded, type StagingLimits } from '../protocol/staging.js';
 import type { ActionRules, CheckpointPlan, CommittedState, QuarantinePolicy } from '../protocol/types.js';
 import type { CommitResult } from '../db/commit.js';
 import { ConflictingEvent, Fenced, HeldQuarantine, InvalidPlan } from '../db/errors.js';
@@ -357,7 +357,7 @@ class StreamRun {
             case 'reconnect': {
               const error = action.error;
               const code: StreamTransportCode =
-                error.name === 'StagingBoundExceeded' ? 'staging_bound_exceeded' : error.name === 'ServerStaleGeneration' ? 'stale_generation' : 'protocol_violation';
+                error instanceof StagingBoundExceeded ? 'staging_bound_exceeded' : error instanceof ServerStaleGeneration ? 'stale_generation' : 'protocol_violation';
               log.error('dropping the stream session; staging discarded', { code, error: error.message, position: this.#state.position });
               end({ kind: 'reconnect', code, message: error.message, progressed });
               break;

@@ -76,6 +76,8 @@ export type CliCommand =
   | ({ command: 'resume'; consumerId: string } & AuditArgs)
   | { command: 'list'; consumerId: string | undefined; phase: ConsumerPhase | undefined; json: boolean }
   | { command: 'sim'; args: string[] }
+  | { command: 'backfill'; consumerId: string; filter: StreamFilter; maxPages: number | undefined }
+  | { command: 'backfill-status'; consumerId: string; json: boolean }
   | {
       command: 'run';
       consumerId: string;
@@ -198,6 +200,23 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
       ['--json', 'print JSON lines'],
     ],
   },
+  backfill: {
+    summary: 'page a consumer through the history source into the database, no worker needed (stops when caught up)',
+    usage: 'backfill --consumer ID (--filter JSON | filter options) [--max-pages N]',
+    options: [
+      ['--consumer ID', 'page consumer id (required; its progress is saved, a second run resumes from it)'],
+      ...FILTER_OPTIONS.map(([f, d]): [string, string] => [f, `${d}; a consumer stays bound to its first filter`]),
+      ['--max-pages N', 'stop after N pages (exit 0; run again to continue)'],
+    ],
+  },
+  'backfill-status': {
+    summary: 'a page consumer\'s saved progress: applied position, version, resume cursor (database only)',
+    usage: 'backfill-status --consumer ID [--json]',
+    options: [
+      ['--consumer ID', 'page consumer id (required)'],
+      ['--json', 'print one JSON object instead of text'],
+    ],
+  },
   sim: {
     summary: 'run the reference stream server alone (its flags: simulator/README.md, e.g. sim --port 8787 --live-rate 2)',
     usage: 'sim [simulator options]',
@@ -226,6 +245,7 @@ export function generalHelp(): string {
     '',
     'Every command takes --help. Connection settings come from the environment:',
     '  TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default "default"), TASK_QUEUE, DATABASE_URL (status).',
+    '  backfill reads the worker\'s: DATABASE_URL, WHALEHUNT_URL, WHALEHUNT_API_KEY, PAGE_STREAM, PAGE_LIMIT, PAGE_CHUNK_SIZE.',
   ].join('\n');
 }
 
@@ -342,6 +362,19 @@ export function parseCommand(argv: readonly string[]): CliCommand {
     }
     case 'schedule-rebind':
       return parseScheduleRebind(rest);
+    case 'backfill': {
+      const v = parse(first, rest, { consumer: { type: 'string' }, 'max-pages': { type: 'string' }, ...FILTER_FLAGS });
+      return {
+        command: first,
+        consumerId: requiredId(first, 'consumer', v),
+        filter: filterFrom(first, v, { required: true }),
+        maxPages: optionalInt(first, 'max-pages', v['max-pages'], 1),
+      };
+    }
+    case 'backfill-status': {
+      const v = parse(first, rest, { consumer: { type: 'string' }, json: { type: 'boolean' } });
+      return { command: first, consumerId: requiredId(first, 'consumer', v), json: v.json === true };
+    }
     case 'list': {
       const v = parse(first, rest, { consumer: { type: 'string' }, phase: { type: 'string' }, json: { type: 'boolean' } });
       return {

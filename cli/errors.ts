@@ -9,7 +9,8 @@ export type CliErrorCode =
   | 'database_unavailable'
   | 'config_invalid'
   | 'schedule_exists'
-  | 'unknown_schedule';
+  | 'unknown_schedule'
+  | 'backfill_failed';
 
 export class CliError extends Error {
   override readonly name = 'CliError';

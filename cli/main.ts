@@ -1,5 +1,6 @@
 // `whalehunt-consumer <command>`: parse, run, exit. Exit codes: 0 done, 1 the command failed (unknown
-// consumer, rejected decision, unreachable service: the message names it), 2 a usage or configuration error.
+// consumer, rejected decision, unreachable service, a backfill stop that needs an operator: the message names
+// it), 2 a usage or configuration error, 130 a backfill interrupted by Ctrl-C (resumable).
 import { spawn } from 'node:child_process';
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -16,6 +17,7 @@ import {
   startConsumer,
   type CommandIo,
 } from './commands.js';
+import { runBackfill, showBackfillStatus } from './backfill.js';
 import { loadCliConfig } from './config.js';
 import { connectTemporal } from './consumers.js';
 import { CliError } from './errors.js';
@@ -69,6 +71,11 @@ async function execute(command: CliCommand, env: NodeJS.ProcessEnv, io: CliIo): 
       return runSimulator(command.args);
     case 'run':
       return runMainJob(command, env, io);
+    // The page source needs no Temporal: these talk to the source and the database directly.
+    case 'backfill':
+      return runBackfill(command, env, io);
+    case 'backfill-status':
+      return showBackfillStatus(command, env, io);
     default:
       break;
   }

@@ -126,6 +126,27 @@ describe('parseCommand', () => {
     expect(generalHelp()).toContain('resolve-quarantine');
   });
 
+  it('parses backfill and backfill-status; usage errors name the option', () => {
+    expect(parseCommand(['backfill', '--consumer', 'b1', '--filter', '{"kinds":["trade"]}', '--max-pages', '3'])).toEqual({
+      command: 'backfill',
+      consumerId: 'b1',
+      filter: { kinds: ['trade'] },
+      maxPages: 3,
+    });
+    expect(parseCommand(['backfill', '--consumer', 'b1', '--filter', '{}'])).toMatchObject({ filter: {}, maxPages: undefined });
+    expect(parseCommand(['backfill-status', '--consumer', 'b1', '--json'])).toEqual({ command: 'backfill-status', consumerId: 'b1', json: true });
+
+    expect(usageError(['backfill', '--filter', '{}']).message).toBe('backfill: --consumer is required');
+    expect(usageError(['backfill', '--consumer', 'b1']).message).toMatch(/^backfill: a filter is required \(--filter JSON/);
+    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{kinds']).message).toBe('backfill: --filter is not valid JSON');
+    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{"kinds":"trade"}']).message).toMatch(/^backfill: invalid filter at kinds: /);
+    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--max-pages', '0']).message).toBe('backfill: --max-pages must be at least 1');
+    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--max-pages', '2.5']).message).toBe('backfill: --max-pages must be an integer');
+    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--kinds', 'trade']).message).toContain('give either --filter or --kinds, not both');
+    const error = usageError(['backfill-status']);
+    expect(error).toMatchObject({ message: 'backfill-status: --consumer is required', command: 'backfill-status' });
+  });
+
   it('defaults the main job to consumer "main" in .data', () => {
     expect(parseCommand(['run'])).toEqual({
       command: 'run',

@@ -10,6 +10,7 @@ import { ConfigError, loadConfig, type WorkerConfig } from '../worker/config.js'
 import type { CliCommand } from './args.js';
 import { loadCliConfig } from './config.js';
 import { CliError } from './errors.js';
+import { DUPLICATE_SIGNAL_MS } from './signals.js';
 
 export interface BackfillIo {
   out(text: string): void;
@@ -34,11 +35,15 @@ export async function runBackfill(cmd: BackfillCommand, env: NodeJS.ProcessEnv, 
     warn(`${level}: ${msg}${fields ? ` ${JSON.stringify(fields)}` : ''}`);
 
   const abort = new AbortController();
+  let firstSignalAt = 0;
   const onSignal = (signal: NodeJS.Signals): void => {
     if (abort.signal.aborted) {
+      // One Ctrl-C can arrive twice (the terminal signals the process group, and tsx relays it again).
+      if (Date.now() - firstSignalAt < DUPLICATE_SIGNAL_MS) return;
       warn(`${signal} again: exiting now (the next run resumes from the last committed chunk)`);
       process.exit(EXIT_INTERRUPTED);
     }
+    firstSignalAt = Date.now();
     warn(`\n${signal}: stopping after the current chunk (Ctrl-C again to exit at once)`);
     abort.abort();
   };

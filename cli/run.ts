@@ -22,6 +22,7 @@ import { startConsumer, type CommandIo } from './commands.js';
 import { connectTemporal, findConsumer, streamHeartbeat, withAnswerTimeout, type TemporalSession } from './consumers.js';
 import { CliError } from './errors.js';
 import { groupDecimal } from './format.js';
+import { DUPLICATE_SIGNAL_MS } from './signals.js';
 
 type RunCommand = Extract<CliCommand, { command: 'run' }>;
 
@@ -32,8 +33,6 @@ export interface RunIo extends CommandIo {
 /** The reference journal's first run: a few hundred transitions of history to replay before going live. */
 const JOURNAL_SEED = 20_260_101;
 const JOURNAL_INITIAL_TRANSITIONS = 400;
-/** A second signal this soon after the first is the same Ctrl-C delivered twice, not a request to force. */
-export const DUPLICATE_SIGNAL_MS = 1_000;
 const RATE_WINDOW_MS = 10_000;
 
 /**

@@ -63,6 +63,24 @@ export interface ConsumerStack {
   restartWorker(between: () => Promise<void>): Promise<void>;
 }
 
+/**
+ * A test worker's environment (in-process through loadConfig, or a child process's env): the file's database,
+ * the run's Temporal server, the stream and its key, with heartbeats and reconnects short enough for tests.
+ */
+export function testWorkerEnv(target: { databaseUrl: string; taskQueue: string; streamUrl: string; apiKey: string }): Record<string, string> {
+  return {
+    DATABASE_URL: target.databaseUrl,
+    TEMPORAL_ADDRESS: temporalTarget().address,
+    TEMPORAL_NAMESPACE: temporalTarget().namespace,
+    TASK_QUEUE: target.taskQueue,
+    WHALEHUNT_URL: target.streamUrl,
+    WHALEHUNT_API_KEY: target.apiKey,
+    HEARTBEAT_MS: '200',
+    RECONNECT_INITIAL_MS: '50',
+    RECONNECT_MAX_MS: '200',
+  };
+}
+
 /** Runs `fn` with the stack up; always shuts the worker down and closes everything, then records histories. */
 export async function withConsumerStack<T>(res: Resources, db: TestDatabase, options: StackOptions, fn: (stack: ConsumerStack) => Promise<T>): Promise<T> {
   const server = res.track(
@@ -74,15 +92,7 @@ export async function withConsumerStack<T>(res: Resources, db: TestDatabase, opt
   const connection = res.track(await NativeConnection.connect({ address: temporalTarget().address }), (c) => c.close(), 'worker connection');
   const taskQueue = uniqueTaskQueue('consumer');
   const config = loadConfig({
-    DATABASE_URL: db.url,
-    TEMPORAL_ADDRESS: temporalTarget().address,
-    TEMPORAL_NAMESPACE: temporalTarget().namespace,
-    TASK_QUEUE: taskQueue,
-    WHALEHUNT_URL: server.url,
-    WHALEHUNT_API_KEY: API_KEY,
-    HEARTBEAT_MS: '200',
-    RECONNECT_INITIAL_MS: '50',
-    RECONNECT_MAX_MS: '200',
+    ...testWorkerEnv({ databaseUrl: db.url, taskQueue, streamUrl: server.url, apiKey: API_KEY }),
     CONNECT_TIMEOUT_MS: '5000',
     LOG_LEVEL: 'WARN',
     ...options.env,

@@ -20,7 +20,8 @@ import { consumerIdSearchAttribute, consumerWorkflowId, phaseSearchAttribute, st
 import { foldExecutions, savedEffects } from '../db/consume-stream-support.js';
 import { useTestDatabase } from '../support/db.js';
 import { stopChildProcess, useResources } from '../support/leaks.js';
-import { createTestClient, sharedWorkflowBundlePath, temporalTarget, uniqueTaskQueue, waitFor } from '../support/temporal.js';
+import { createTestClient, sharedWorkflowBundlePath, uniqueTaskQueue, waitFor } from '../support/temporal.js';
+import { testWorkerEnv } from './consumer-harness.js';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const API_KEY = `wh-kill-secret-${randomUUID()}`;
@@ -111,16 +112,8 @@ describe('kill -9 of the worker process at each cut point', () => {
     const testClient = res.track(await createTestClient());
     const taskQueue = uniqueTaskQueue('kill');
     const env = {
-      DATABASE_URL: db.url,
-      TEMPORAL_ADDRESS: temporalTarget().address,
-      TEMPORAL_NAMESPACE: temporalTarget().namespace,
-      TASK_QUEUE: taskQueue,
-      WHALEHUNT_URL: server.url,
-      WHALEHUNT_API_KEY: API_KEY,
+      ...testWorkerEnv({ databaseUrl: db.url, taskQueue, streamUrl: server.url, apiKey: API_KEY }),
       WORKFLOW_BUNDLE_PATH: sharedWorkflowBundlePath(),
-      HEARTBEAT_MS: '200',
-      RECONNECT_INITIAL_MS: '50',
-      RECONNECT_MAX_MS: '200',
       LOG_LEVEL: 'INFO',
       WHALE_ALERT_MIN_NOTIONAL: WHALE_MIN,
     };

@@ -1,5 +1,6 @@
 // A consumer's state at a glance, for the CLI and the workflow's Current Details.
 import type pg from 'pg';
+import { formatDecimal, parseDecimal } from '../protocol/decimal.js';
 import type { CommittedState } from '../protocol/types.js';
 import { loadCommitted } from './state.js';
 import { toStorageFailure } from './transaction.js';
@@ -61,7 +62,8 @@ export async function consumerSummary(pool: pg.Pool, consumerId: string): Promis
       state,
       executions: Number(counts.executions),
       markets: Number(counts.markets),
-      totalVolume: normaliseDecimal(counts.total_volume),
+      // numeric::text keeps its scale's trailing zeros ("12.500"): print equal amounts equally.
+      totalVolume: formatDecimal(parseDecimal(counts.total_volume)),
       heldQuarantine: Number(counts.held),
       pendingOutbox: Number(counts.pending_outbox),
       ...(decision && {
@@ -78,11 +80,4 @@ export async function consumerSummary(pool: pg.Pool, consumerId: string): Promis
   } catch (error) {
     throw toStorageFailure('consumerSummary', consumerId, error);
   }
-}
-
-/** numeric::text keeps trailing zeros of its scale ("12.500"); strip them so equal amounts print equally. */
-export function normaliseDecimal(text: string): string {
-  if (!text.includes('.')) return text;
-  const trimmed = text.replace(/0+$/, '').replace(/\.$/, '');
-  return trimmed === '-0' ? '0' : trimmed;
 }

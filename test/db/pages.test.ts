@@ -12,6 +12,8 @@ import { addDecimal, compareDecimal, formatDecimal, notional, parseDecimal, type
 import { Journal, type NewEvent } from '../../simulator/journal.js';
 import { ReferenceStreamServer } from '../../simulator/server.js';
 import { useTestDatabase } from '../support/db.js';
+import { allEvents } from './consume-stream-support.js';
+import { appliedEvents } from './reference-fold.js';
 import { dumpState, type SavedState } from './state-dump.js';
 
 const db = useTestDatabase();
@@ -262,18 +264,12 @@ describe('non-advancing token', () => {
 function referenceFold(journal: Journal, whaleAlertMinNotional: string) {
   const latest = new Map<string, { revision: number; market: string; notional: string }>();
   const alerts: string[] = [];
-  const eventIds: string[] = [];
-  for (let i = 0; journal.at(i); i++) {
-    for (const event of journal.at(i)!.events) {
-      eventIds.push(event.eventId);
-      const data = event.data as { market: string; price: string; size: string };
-      const saved = latest.get(event.entityId);
-      const applies = event.kind === 'trade' ? saved === undefined : saved !== undefined && event.revision > saved.revision;
-      if (!applies) continue;
-      const amount = notional(data.price, data.size);
-      latest.set(event.entityId, { revision: event.revision, market: data.market, notional: amount });
-      if (compareDecimal(parseDecimal(amount), parseDecimal(whaleAlertMinNotional)) >= 0) alerts.push(`whale_alert:${event.eventId}`);
-    }
+  const events = allEvents(journal);
+  for (const event of appliedEvents(events)) {
+    const data = event.data as { market: string; price: string; size: string };
+    const amount = notional(data.price, data.size);
+    latest.set(event.entityId, { revision: event.revision, market: data.market, notional: amount });
+    if (compareDecimal(parseDecimal(amount), parseDecimal(whaleAlertMinNotional)) >= 0) alerts.push(`whale_alert:${event.eventId}`);
   }
   const volumes = new Map<string, { volume: Decimal; count: number }>();
   for (const execution of latest.values()) {
@@ -284,7 +280,7 @@ function referenceFold(journal: Journal, whaleAlertMinNotional: string) {
     executions: [...latest.entries()].map(([entityId, e]) => [entityId, e.revision, e.notional]).sort((a, b) => String(a[0]).localeCompare(String(b[0]))),
     volumes: Object.fromEntries([...volumes.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([m, v]) => [m, `${formatDecimal(v.volume)}/${v.count}`])),
     alerts: alerts.sort(),
-    eventIds: eventIds.sort(),
+    eventIds: events.map((e) => e.eventId).sort(),
   };
 }
 

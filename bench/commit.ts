@@ -6,10 +6,11 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
+import type pg from 'pg';
 import { acquireLease, commitCheckpoint, createPool, migrate } from '../db/index.js';
 import { makePlan, trade } from '../test/db/fixtures.js';
 import type { CheckpointPlan, StagedEvent } from '../protocol/types.js';
+import { percentile, withScratchDatabase } from './support.js';
 
 /** Checkpoint sizes; BENCH_SIZES=100,1000 narrows a run while investigating. */
 const SIZES = (process.env.BENCH_SIZES ?? '1,100,1000,10000').split(',').map(Number);
@@ -77,10 +78,6 @@ async function handWrittenCommit(pool: pg.Pool, plan: CheckpointPlan): Promise<v
   }
 }
 
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
-
 function summarise(latencies: number[], size: number): Series {
   const sorted = [...latencies].sort((a, b) => a - b);
   const total = latencies.reduce((a, b) => a + b, 0);
@@ -111,62 +108,55 @@ function checkpointFactory(consumerId: string) {
 }
 
 export async function runCommitBench(): Promise<void> {
-  const adminUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-  const name = `whalehunt_bench_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  const pool = createPool(url.toString(), { max: 2 });
-  try {
-    await migrate(pool);
-    await pool.query(BASELINE_SCHEMA);
-    const consumerId = 'bench';
-    const lease = await acquireLease(pool, consumerId);
-    let fence = { leaseEpoch: lease.leaseEpoch, version: lease.version };
-    const nextPlan = checkpointFactory(consumerId);
-    const baselinePlan = checkpointFactory('baseline');
+  await withScratchDatabase(`whalehunt_bench_${randomBytes(4).toString('hex')}`, async (url) => {
+    const pool = createPool(url, { max: 2 });
+    try {
+      await migrate(pool);
+      await pool.query(BASELINE_SCHEMA);
+      const consumerId = 'bench';
+      const lease = await acquireLease(pool, consumerId);
+      let fence = { leaseEpoch: lease.leaseEpoch, version: lease.version };
+      const nextPlan = checkpointFactory(consumerId);
+      const baselinePlan = checkpointFactory('baseline');
 
-    const rows: Row[] = [];
-    for (const size of SIZES) {
-      const ours: number[] = [];
-      const theirs: number[] = [];
-      for (let i = 0; i < WARMUP + (ITERATIONS[size] ?? DEFAULT_ITERATIONS); i++) {
-        // Plans are built before the clock starts: only the database work is measured.
-        const plan = nextPlan(size, fence);
-        const base = baselinePlan(size, { leaseEpoch: 0, version: 0 });
-        let t = performance.now();
-        const result = await commitCheckpoint(pool, plan);
-        const ourMs = performance.now() - t;
-        fence = { leaseEpoch: fence.leaseEpoch, version: result.version };
-        t = performance.now();
-        await handWrittenCommit(pool, base);
-        const theirMs = performance.now() - t;
-        if (i >= WARMUP) {
-          ours.push(ourMs);
-          theirs.push(theirMs);
+      const rows: Row[] = [];
+      for (const size of SIZES) {
+        const ours: number[] = [];
+        const theirs: number[] = [];
+        for (let i = 0; i < WARMUP + (ITERATIONS[size] ?? DEFAULT_ITERATIONS); i++) {
+          // Plans are built before the clock starts: only the database work is measured.
+          const plan = nextPlan(size, fence);
+          const base = baselinePlan(size, { leaseEpoch: 0, version: 0 });
+          let t = performance.now();
+          const result = await commitCheckpoint(pool, plan);
+          const ourMs = performance.now() - t;
+          fence = { leaseEpoch: fence.leaseEpoch, version: result.version };
+          t = performance.now();
+          await handWrittenCommit(pool, base);
+          const theirMs = performance.now() - t;
+          if (i >= WARMUP) {
+            ours.push(ourMs);
+            theirs.push(theirMs);
+          }
         }
+        const ourSeries = summarise(ours, size);
+        const theirSeries = summarise(theirs, size);
+        const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
+        const row: Row = {
+          size,
+          commitCheckpoint: ourSeries,
+          handWritten: theirSeries,
+          ratio: ratio(ourSeries.eventsPerSecond, theirSeries.eventsPerSecond),
+          ratioAtP50: ratio(ourSeries.eventsPerSecondAtP50, theirSeries.eventsPerSecondAtP50),
+        };
+        rows.push(row);
+        console.log(`size ${size}: ${ourSeries.eventsPerSecond} ev/s vs ${theirSeries.eventsPerSecond} ev/s (ratio ${row.ratio}, at p50 ${row.ratioAtP50})`);
       }
-      const ourSeries = summarise(ours, size);
-      const theirSeries = summarise(theirs, size);
-      const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
-      const row: Row = {
-        size,
-        commitCheckpoint: ourSeries,
-        handWritten: theirSeries,
-        ratio: ratio(ourSeries.eventsPerSecond, theirSeries.eventsPerSecond),
-        ratioAtP50: ratio(ourSeries.eventsPerSecondAtP50, theirSeries.eventsPerSecondAtP50),
-      };
-      rows.push(row);
-      console.log(`size ${size}: ${ourSeries.eventsPerSecond} ev/s vs ${theirSeries.eventsPerSecond} ev/s (ratio ${row.ratio}, at p50 ${row.ratioAtP50})`);
+      writeResults(rows);
+    } finally {
+      await pool.end();
     }
-    writeResults(rows);
-  } finally {
-    await pool.end();
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await admin.end();
-  }
+  });
 }
 
 function writeResults(rows: Row[]): void {

@@ -13,13 +13,14 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import pg from 'pg';
+import type pg from 'pg';
 import WebSocket from 'ws';
 import { consumeStream, type ConsumeStreamDeps } from '../activities/consume-stream.js';
 import type { ConsumeOutcome, StartDirective } from '../activities/types.js';
 import { acquireLease, commitCheckpoint, createPool, migrate } from '../db/index.js';
 import { decodeServerFrame, encodeClientFrame, type ServerFrame } from '../protocol/codec.js';
 import { Session } from '../protocol/session.js';
+import { percentile, withScratchDatabase } from './support.js';
 
 const TRANSITIONS = Number(process.env.BENCH_TRANSITIONS ?? 20_000);
 const SEED = 7;
@@ -174,37 +175,14 @@ function offlinePass(frames: string[]): { decodeMs: number; sessionMs: number } 
   return { decodeMs, sessionMs: performance.now() - t };
 }
 
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
-
 const round = (n: number, digits = 1) => Math.round(n * 10 ** digits) / 10 ** digits;
-
-async function withScratchDatabase<T>(fn: (url: string) => Promise<T>): Promise<T> {
-  const adminUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  try {
-    await admin.query(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`);
-    await admin.query(`CREATE DATABASE ${DATABASE}`);
-    const url = new URL(adminUrl);
-    url.pathname = `/${DATABASE}`;
-    try {
-      return await fn(url.toString());
-    } finally {
-      await admin.query(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`);
-    }
-  } finally {
-    await admin.end();
-  }
-}
 
 async function streamRow(checkpointEvery: number): Promise<Row> {
   const sim = await startSimulator(checkpointEvery);
   try {
     // The end-to-end run goes first so that its memory peak is not inflated by the captured frames.
     const cut = await probeHead(sim.url);
-    const run = await withScratchDatabase(async (url) => {
+    const run = await withScratchDatabase(DATABASE, async (url) => {
       const pool = createPool(url, { max: 2 });
       try {
         await migrate(pool);

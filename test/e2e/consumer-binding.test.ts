@@ -10,21 +10,13 @@ import { resolveBindingUpdate, statusQuery, type BindingResolution } from '../..
 import { useTestDatabase } from '../support/db.js';
 import { useResources, type Resources } from '../support/leaks.js';
 import { waitForVisibility } from '../support/temporal.js';
-import { API_KEY, journalOf, trade, updateRejection, waitForStatus, withConsumerStack, within } from './consumer-harness.js';
+import { API_KEY, journalOf, savedCheckpoint, trade, updateRejection, waitForStatus, withConsumerStack, within } from './consumer-harness.js';
 import { expectReplayable } from './replay-check.js';
 
 const db = useTestDatabase();
 
 const SECRET_BEFORE = 'token-secret-before-restart';
 const SECRET_AFTER = 'token-secret-after-restart';
-
-async function checkpointRow(consumerId: string) {
-  const { rows } = await db.pool.query<{ position: string; token: string; version: number }>(
-    'SELECT position, token, version FROM checkpoints WHERE consumer_id = $1',
-    [consumerId],
-  );
-  return { position: Number(rows[0]!.position), token: rows[0]!.token, version: rows[0]!.version };
-}
 
 async function effects(consumerId: string) {
   const { rows: executions } = await db.pool.query<{ entity_id: string; revision: number }>(
@@ -58,7 +50,7 @@ function watchAcksAgainstCommits(server: ReferenceStreamServer, consumerId: stri
   const seen: Promise<{ acked: number; committed: number }>[] = [];
   server.events.on('ack', (ack: { consumerId: string; position: number }) => {
     if (ack.consumerId !== consumerId) return;
-    seen.push(checkpointRow(consumerId).then((row) => ({ acked: ack.position, committed: row.position })));
+    seen.push(savedCheckpoint(db.pool, consumerId).then((row) => ({ acked: ack.position, committed: row.position })));
   });
   return seen;
 }
@@ -70,12 +62,12 @@ describe('binding and server restarts', () => {
     const consumerId = 'binding-1';
     const journal = journalOf([1, 2, 3, 4].map((i) => ({ events: [trade(`b${i}`, 'mA', '0.5', '2')] })));
     let restarted: ReferenceStreamServer | undefined;
-    let savedBefore: Awaited<ReturnType<typeof checkpointRow>> | undefined;
+    let savedBefore: Awaited<ReturnType<typeof savedCheckpoint>> | undefined;
     try {
       await withConsumerStack(res, db, { journal, server: { tokenSecret: SECRET_BEFORE } }, async ({ server, client, startConsumer }) => {
         const handle = await startConsumer({ consumerId });
         await within(server.waitForAck((a) => a.consumerId === consumerId && a.position === 4), 60_000, 'the ACK of checkpoint 4');
-        savedBefore = await checkpointRow(consumerId);
+        savedBefore = await savedCheckpoint(db.pool, consumerId);
         expect(savedBefore.position).toBe(4);
 
         const serverAfter = (restarted = await restartServer(res, server, { tokenSecret: SECRET_AFTER }));
@@ -85,7 +77,7 @@ describe('binding and server restarts', () => {
         expect(stopped.stop?.resolveWith).toContain(`npx tsx cli/main.ts resolve-binding --consumer ${consumerId} --decision from_floor`);
         await waitForVisibility(client, `WhalehuntConsumerId = "${consumerId}" AND WhalehuntPhase = "awaiting_binding_decision"`, 1);
         // The saved token and position are untouched, and the new server accepted nothing from this consumer.
-        expect(await checkpointRow(consumerId)).toEqual(savedBefore);
+        expect(await savedCheckpoint(db.pool, consumerId)).toEqual(savedBefore);
         expect(serverAfter.subscriptions.filter((s) => s.consumerId === consumerId)).toEqual([]);
         expect(serverAfter.acks.filter((a) => a.consumerId === consumerId)).toEqual([]);
         expect(serverAfter.rejectedAcks).toEqual([]);
@@ -107,7 +99,7 @@ describe('binding and server restarts', () => {
         );
         expect(stoppedAgain.stop?.reason).toContain('cursor_mismatch');
         expect(serverAfter.connections.length).toBeGreaterThan(connectionsBeforeRetry);
-        expect(await checkpointRow(consumerId)).toEqual(savedBefore);
+        expect(await savedCheckpoint(db.pool, consumerId)).toEqual(savedBefore);
         expect(serverAfter.acks.filter((a) => a.consumerId === consumerId)).toEqual([]);
 
         const status = await handle.executeUpdate(resolveBindingUpdate, {
@@ -125,7 +117,7 @@ describe('binding and server restarts', () => {
         expect(serverAfter.rejectedAcks).toEqual([]);
         // Every ACK the new server accepted names a checkpoint already committed, and the last one is what is saved.
         for (const { acked, committed } of await Promise.all(ackChecks)) expect(committed).toBeGreaterThanOrEqual(acked);
-        expect(await checkpointRow(consumerId)).toMatchObject({ position: 6, token: last.token });
+        expect(await savedCheckpoint(db.pool, consumerId)).toMatchObject({ position: 6, token: last.token });
       });
     } finally {
       if (restarted) await res.close(restarted);
@@ -159,7 +151,7 @@ describe('binding and server restarts', () => {
           const handle = await startConsumer({ consumerId, leaseMs: 120_000 });
           await within(server.waitForSubscription((s) => s.consumerId === consumerId && s.mode === 'resume'), 60_000, 'the resumed session');
           await within(server.waitForAck((a) => a.consumerId === consumerId && a.position === 4 && a.connectionId === server.subscriptions.at(-1)!.connectionId), 60_000, 'the ACK of the cut');
-          const before = await checkpointRow(consumerId);
+          const before = await savedCheckpoint(db.pool, consumerId);
           expect(before.position).toBe(4);
           journal.append({ events: [trade('r5', 'mA', '0.5', '2')] });
           journal.append({ events: [trade('r6', 'mA', '0.5', '2')] });
@@ -175,7 +167,7 @@ describe('binding and server restarts', () => {
           expect((await handle.query(statusQuery)).phase).toBe('streaming');
           expect(serverAfter.rejectedAcks).toEqual([]);
           for (const { acked, committed } of await Promise.all(ackChecks)) expect(committed).toBeGreaterThanOrEqual(acked);
-          expect(await checkpointRow(consumerId)).toMatchObject({ position: 7, token: last.token });
+          expect(await savedCheckpoint(db.pool, consumerId)).toMatchObject({ position: 7, token: last.token });
         },
       );
     } finally {

@@ -11,18 +11,10 @@ import {
 import { useTestDatabase } from '../support/db.js';
 import { useResources } from '../support/leaks.js';
 import { waitForVisibility } from '../support/temporal.js';
-import { journalOf, trade, updateRejection, waitForPhase, withConsumerStack, within } from './consumer-harness.js';
+import { journalOf, savedCheckpoint, trade, updateRejection, waitForPhase, withConsumerStack, within } from './consumer-harness.js';
 import { expectReplayable } from './replay-check.js';
 
 const db = useTestDatabase();
-
-async function checkpointRow(consumerId: string) {
-  const { rows } = await db.pool.query<{ position: string; token: string; version: number }>(
-    'SELECT position, token, version FROM checkpoints WHERE consumer_id = $1',
-    [consumerId],
-  );
-  return { position: Number(rows[0]!.position), token: rows[0]!.token, version: rows[0]!.version };
-}
 
 async function executionIds(consumerId: string): Promise<string[]> {
   const { rows } = await db.pool.query<{ entity_id: string }>('SELECT entity_id FROM executions WHERE consumer_id = $1 ORDER BY entity_id', [consumerId]);
@@ -45,7 +37,7 @@ describe('reset_required waits for an explicit decision', () => {
       expect(paused.stop?.reason).toBe('paused by ops: maintenance window');
       for (const i of [5, 6, 7, 8]) journal.append({ events: [trade(`g${i}`, 'mA', '0.5', '2')] });
       journal.setRetentionFloor(7);
-      const before = await checkpointRow('gap-1');
+      const before = await savedCheckpoint(db.pool, 'gap-1');
       expect(before.position).toBe(4);
       tokenAt4 = before.token;
 
@@ -72,7 +64,7 @@ describe('reset_required waits for an explicit decision', () => {
         /actor is required/,
       );
       // The token is kept while the consumer waits, and nothing started a live or floor session on its own.
-      expect(await checkpointRow('gap-1')).toMatchObject({ position: 4, token: before.token });
+      expect(await savedCheckpoint(db.pool, 'gap-1')).toMatchObject({ position: 4, token: before.token });
       expect(server.subscriptions.filter((s) => s.consumerId === 'gap-1').map((s) => s.mode)).toEqual(['from_floor', 'resume']);
 
       await handle.signal(resolveGapSignal, { decision: 'from_floor', actor: 'ops', reason: 'positions 5-6 are gone; accept the gap' });
@@ -81,7 +73,7 @@ describe('reset_required waits for an explicit decision', () => {
       expect(fromFloor.map((s) => s.startPosition)).toEqual([0, 6]);
       expect(server.subscriptions.some((s) => s.consumerId === 'gap-1' && s.mode === 'live_cut')).toBe(false);
     });
-    expect(await checkpointRow('gap-1')).toMatchObject({ position: 8 });
+    expect(await savedCheckpoint(db.pool, 'gap-1')).toMatchObject({ position: 8 });
     expect(await executionIds('gap-1')).toEqual(['g1', 'g2', 'g3', 'g4', 'g7', 'g8']);
     const { rows: decisions } = await db.pool.query<{ kind: string; decision: string; actor: string; reason: string; replaced_token: string | null }>(
       'SELECT kind, decision, actor, reason, replaced_token FROM decisions WHERE consumer_id = $1',

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { Client, WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { NativeConnection } from '@temporalio/worker';
+import type pg from 'pg';
 import type { StreamFilter } from '../../protocol/codec.js';
 import { ReferenceStreamServer, type ReferenceServerOptions } from '../../simulator/server.js';
 import { Journal, type NewEvent, type NewTransition } from '../../simulator/journal.js';
@@ -79,6 +80,15 @@ export function testWorkerEnv(target: { databaseUrl: string; taskQueue: string; 
     RECONNECT_INITIAL_MS: '50',
     RECONNECT_MAX_MS: '200',
   };
+}
+
+/** The checkpoint row as saved (no lease epoch, so a later attempt leaves it equal when nothing was committed). */
+export async function savedCheckpoint(pool: pg.Pool, consumerId: string): Promise<{ position: number; token: string; version: number }> {
+  const { rows } = await pool.query<{ position: string; token: string; version: number }>(
+    'SELECT position, token, version FROM checkpoints WHERE consumer_id = $1',
+    [consumerId],
+  );
+  return { position: Number(rows[0]!.position), token: rows[0]!.token, version: rows[0]!.version };
 }
 
 /** Runs `fn` with the stack up; always shuts the worker down and closes everything, then records histories. */

@@ -451,10 +451,6 @@ class StreamRun {
     this.#heartbeat();
   }
 
-  #summary(): CheckpointSummary {
-    const s = this.#state;
-    return { position: s.position, token: s.token, generation: s.generation, version: s.version, filterHash: s.binding?.filterHash ?? null };
-  }
 
   #heartbeat(): void {
     const s = this.#state;
@@ -468,8 +464,13 @@ class StreamRun {
   }
 
   #outcome<T extends DistributiveOmit<ConsumeOutcome, 'committed' | 'counters'>>(rest: T): ConsumeOutcome {
-    return { ...rest, committed: this.#summary(), counters: { ...this.#counters } };
+    return { ...rest, committed: checkpointSummary(this.#state), counters: { ...this.#counters } };
   }
+}
+
+/** The workflow's copy of a committed state: the checkpoint and its binding's filter hash, nothing secret. */
+export function checkpointSummary(state: CommittedState): CheckpointSummary {
+  return { position: state.position, token: state.token, generation: state.generation, version: state.version, filterHash: state.binding?.filterHash ?? null };
 }
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;

@@ -21,6 +21,7 @@ import type { StreamFilter } from '../protocol/codec.js';
 import type { CommittedState } from '../protocol/types.js';
 import type { WorkerConfig } from '../worker/config.js';
 import {
+  checkpointSummary,
   consumeStream as runConsumeStream,
   DatabaseBehind,
   LeaseLost,
@@ -97,13 +98,7 @@ export function committedView(state: CommittedState | null): CommittedView {
     return { summary: { position: null, token: null, generation: null, version: 0, filterHash: null }, filter: null, pendingStart: null, abandoned: false };
   }
   return {
-    summary: {
-      position: state.position,
-      token: state.token,
-      generation: state.generation,
-      version: state.version,
-      filterHash: state.binding?.filterHash ?? null,
-    },
+    summary: checkpointSummary(state),
     filter: state.binding?.filter ?? null,
     pendingStart: state.pendingStart,
     abandoned: state.abandoned,

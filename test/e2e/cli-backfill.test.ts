@@ -2,41 +2,18 @@
 // server's page endpoint and a real Postgres: a run applies the history once and a second run changes nothing;
 // --max-pages stops resumably; a stop that needs an operator exits 1 naming it; backfill-status shows the
 // saved progress; the API key is in no output.
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { loadPageProgress } from '../../db/pages.js';
 import { Journal } from '../../simulator/journal.js';
 import { ReferenceStreamServer } from '../../simulator/server.js';
 import { dumpState } from '../db/state-dump.js';
+import { runCli } from '../support/cli.js';
 import { useTestDatabase } from '../support/db.js';
 import { useResources } from '../support/leaks.js';
 
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const db = useTestDatabase();
 const API_KEY = `wh-backfill-secret-${randomUUID()}`;
-
-interface CliResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(env: Record<string, string>, ...args: string[]): Promise<CliResult> {
-  return new Promise((resolveRun) => {
-    execFile(
-      process.execPath,
-      [join(repoRoot, 'cli/bin.js'), ...args],
-      { cwd: repoRoot, env: { ...process.env, ...env }, timeout: 60_000 },
-      (error, stdout, stderr) => {
-        const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
-        resolveRun({ code, stdout, stderr });
-      },
-    );
-  });
-}
 
 /** Every event the source serves gets exactly one receipt. */
 function distinctEventIds(journal: Journal): number {
@@ -62,7 +39,7 @@ describe('whalehunt-consumer backfill against the reference page source', () => 
       RECONNECT_INITIAL_MS: '10',
       RECONNECT_MAX_MS: '10',
     };
-    return { journal, server, run: (...args: string[]) => cli(env, ...args) };
+    return { journal, server, run: (...args: string[]) => runCli(env, ...args) };
   }
 
   it('applies the history once; a second run changes nothing; backfill-status shows the saved progress', async () => {
@@ -123,12 +100,12 @@ describe('whalehunt-consumer backfill against the reference page source', () => 
   });
 
   it('names missing configuration (exit 2) and an unknown page consumer (exit 1) without echoing the key', async () => {
-    const missing = await cli({ DATABASE_URL: db.url, WHALEHUNT_URL: '', WHALEHUNT_API_KEY: '' }, 'backfill', '--consumer', 'x', '--filter', '{}');
+    const missing = await runCli({ DATABASE_URL: db.url, WHALEHUNT_URL: '', WHALEHUNT_API_KEY: '' }, 'backfill', '--consumer', 'x', '--filter', '{}');
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('WHALEHUNT_URL: is required');
     expect(missing.stderr).toContain('WHALEHUNT_API_KEY: is required');
 
-    const badLimit = await cli(
+    const badLimit = await runCli(
       { DATABASE_URL: db.url, WHALEHUNT_URL: 'ws://127.0.0.1:9/v1/stream', WHALEHUNT_API_KEY: API_KEY, PAGE_LIMIT: 'lots' },
       'backfill', '--consumer', 'x', '--filter', '{}',
     );
@@ -136,7 +113,7 @@ describe('whalehunt-consumer backfill against the reference page source', () => 
     expect(badLimit.stderr).toContain('PAGE_LIMIT: must be a positive integer');
     expect(badLimit.stderr).not.toContain(API_KEY);
 
-    const unknown = await cli({ DATABASE_URL: db.url }, 'backfill-status', '--consumer', 'never-ran');
+    const unknown = await runCli({ DATABASE_URL: db.url }, 'backfill-status', '--consumer', 'never-ran');
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain('error (unknown_consumer): no page consumer never-ran');
   });

@@ -2,39 +2,16 @@
 // real stack: start, status (text and JSON), a second start refused, pause/resume, a gap stop resolved by
 // resolve-gap, list by phase, rebind and rebind schedules, held quarantine released by resolve-quarantine, and
 // clear failures for an unknown consumer, an invalid or out-of-phase decision and a missing actor.
-import { execFile } from 'node:child_process';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import type { ConsumerReport } from '../../cli/consumers.js';
 import { consumerWorkflowId } from '../../workflows/definitions.js';
+import { runCli } from '../support/cli.js';
 import { useTestDatabase } from '../support/db.js';
 import { useResources } from '../support/leaks.js';
 import { temporalTarget, waitFor } from '../support/temporal.js';
 import { correction, journalOf, trade, waitForPhase, withConsumerStack, within } from './consumer-harness.js';
 
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const db = useTestDatabase();
-
-interface CliResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(env: Record<string, string>, ...args: string[]): Promise<CliResult> {
-  return new Promise((resolveRun) => {
-    execFile(
-      process.execPath,
-      [join(repoRoot, 'cli/bin.js'), ...args],
-      { cwd: repoRoot, env: { ...process.env, ...env }, timeout: 60_000 },
-      (error, stdout, stderr) => {
-        const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
-        resolveRun({ code, stdout, stderr });
-      },
-    );
-  });
-}
 
 describe('whalehunt-consumer CLI against the real stack', () => {
   const res = useResources();
@@ -49,7 +26,7 @@ describe('whalehunt-consumer CLI against the real stack', () => {
         TASK_QUEUE: taskQueue,
         DATABASE_URL: db.url,
       };
-      const run = (...args: string[]) => cli(env, ...args);
+      const run = (...args: string[]) => runCli(env, ...args);
 
       const started = await run('start', '--consumer', consumerId, '--start', 'from_floor', '--subscription', 'sub-cli', '--lease-ms', '3000');
       expect(started, started.stderr).toMatchObject({ code: 0 });
@@ -126,7 +103,7 @@ describe('whalehunt-consumer CLI against the real stack', () => {
     const journal = journalOf([trade('r1', 'mA', '0.5', '2'), trade('r2', 'mB', '0.5', '2')].map((event) => ({ events: [event] })));
     await withConsumerStack(res, db, { journal }, async ({ server, client, taskQueue, track }) => {
       const env = { TEMPORAL_ADDRESS: temporalTarget().address, TEMPORAL_NAMESPACE: temporalTarget().namespace, TASK_QUEUE: taskQueue, DATABASE_URL: db.url };
-      const run = (...args: string[]) => cli(env, ...args);
+      const run = (...args: string[]) => runCli(env, ...args);
 
       expect((await run('start', '--consumer', consumerId, '--start', 'from_floor', '--lease-ms', '3000')).code).toBe(0);
       track(client.workflow.getHandle(consumerWorkflowId(consumerId)));
@@ -177,7 +154,7 @@ describe('whalehunt-consumer CLI against the real stack', () => {
     ]);
     await withConsumerStack(res, db, { journal }, async ({ server, client, taskQueue, track }) => {
       const env = { TEMPORAL_ADDRESS: temporalTarget().address, TEMPORAL_NAMESPACE: temporalTarget().namespace, TASK_QUEUE: taskQueue, DATABASE_URL: db.url };
-      const run = (...args: string[]) => cli(env, ...args);
+      const run = (...args: string[]) => runCli(env, ...args);
       expect((await run('start', '--consumer', consumerId, '--start', 'from_floor')).code).toBe(0);
       const handle = client.workflow.getHandle(consumerWorkflowId(consumerId));
       track(handle);

@@ -48,7 +48,7 @@ import type {
 
 export interface ActivityDeps {
   pool: pg.Pool;
-  config: Pick<WorkerConfig, 'stream'>;
+  config: Pick<WorkerConfig, 'stream' | 'pages'>;
   log: ConsumeStreamLog;
   /** Test cut points inside the streaming run (kill -9 between stage, commit and ACK). */
   hooks?: ConsumeStreamDeps['hooks'];
@@ -79,12 +79,9 @@ export interface WaitForGenerationInput {
   pollMs?: number;
 }
 
-/** The paginated source's page size and durable chunk size used by the consumePages activity. */
-export const PAGE_ACTIVITY_LIMITS = { limit: 500, chunkSize: 100 } as const;
-
 export interface ConsumePagesActivityInput extends ConsumePagesInput {
-  /** The stream whose history is paged (part of the page path; a page consumer stays bound to it). */
-  stream: string;
+  /** The stream whose history is paged (part of the page path; a page consumer stays bound to it); PAGE_STREAM when omitted. */
+  stream?: string;
 }
 
 /** The paginated source lives on the stream server's origin: ws → http, wss → https. */
@@ -173,13 +170,15 @@ export function createActivities(deps: ActivityDeps) {
      */
     async consumePages(input: ConsumePagesActivityInput): Promise<PageOutcome> {
       const ctx = Context.current();
-      const { stream, ...pagesInput } = input;
+      const { stream = deps.config.pages.stream, ...pagesInput } = input;
       const { reconnect, quarantinePolicy, actions, heartbeatEveryMs } = deps.config.stream;
       const config: PageConsumerConfig = {
         url: pageSourceUrl(deps.config.stream.url),
         apiKey,
         stream,
-        ...PAGE_ACTIVITY_LIMITS,
+        // The same PAGE_LIMIT / PAGE_CHUNK_SIZE settings the `backfill` command uses.
+        limit: deps.config.pages.limit,
+        chunkSize: deps.config.pages.chunkSize,
         backoff: reconnect,
         quarantinePolicy,
         actions,

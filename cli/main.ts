@@ -2,7 +2,7 @@
 // consumer, rejected decision, unreachable service, a backfill stop that needs an operator: the message names
 // it), 2 a usage or configuration error, 130 a backfill interrupted by Ctrl-C (resumable).
 import { spawn } from 'node:child_process';
-import { realpathSync } from 'node:fs';
+import { isEntryPoint } from '../worker/entry-point.js';
 import { fileURLToPath } from 'node:url';
 import { CliUsageError, commandHelp, generalHelp, parseCommand, type CliCommand } from './args.js';
 import {
@@ -147,17 +147,7 @@ function runSimulator(args: string[]): Promise<number> {
   });
 }
 
-function isEntryPoint(): boolean {
-  const script = process.argv[1];
-  if (!script) return false;
-  try {
-    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    return false;
-  }
-}
-
-if (isEntryPoint()) {
+if (isEntryPoint(import.meta.url)) {
   main(process.argv.slice(2)).then(
     // Exit explicitly: native Temporal handles must not keep a finished command alive.
     (code) => process.exit(code),

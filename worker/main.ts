@@ -3,13 +3,12 @@
 // dispatcher alongside it. SIGINT/SIGTERM shut down gracefully: leases in flight stop at a checkpoint boundary
 // (a commit in progress finishes, nothing is half-applied), the dispatcher finishes its call, the pool closes.
 // Logs are JSON lines on stdout, the API key redacted.
-import { realpathSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { NativeConnection, Runtime } from '@temporalio/worker';
 import type pg from 'pg';
 import { OutboxDispatcher } from '../activities/outbox.js';
 import { createPool, migrate } from '../db/index.js';
 import { ConfigError, loadConfig, redact, type WorkerConfig } from './config.js';
+import { isEntryPoint } from './entry-point.js';
 import { JsonLogger } from './logger.js';
 import { createWorker, type ConsumerWorker, type CreateWorkerOptions } from './worker.js';
 
@@ -188,17 +187,7 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number
   }
 }
 
-function isEntryPoint(): boolean {
-  const script = process.argv[1];
-  if (!script) return false;
-  try {
-    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    return false;
-  }
-}
-
-if (isEntryPoint()) {
+if (isEntryPoint(import.meta.url)) {
   main().then(
     // Exit explicitly: everything was drained and closed, and native handles must not keep the process up.
     (code) => process.exit(code),

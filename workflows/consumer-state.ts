@@ -148,8 +148,10 @@ export class ConsumerState {
   /** Markdown for the Temporal UI's Current Details: where the consumer is and, when stopped, what to run. */
   details(nowMs: number): string {
     const position = this.committed?.position ?? null;
-    const head = this.counters.lastHeadPosition;
-    const lag = position !== null && head !== null ? Math.max(0, head - position) : null;
+    // The head is last seen at a session's hello; a live stream commits past it, so never show it behind.
+    const seenHead = this.counters.lastHeadPosition;
+    const head = seenHead !== null && position !== null ? Math.max(seenHead, position) : seenHead;
+    const lag = position !== null && head !== null ? head - position : null;
     const lastCommitMs = this.counters.lastCommitAt === null ? NaN : Date.parse(this.counters.lastCommitAt);
     const tokenAge = Number.isNaN(lastCommitMs) ? 'no commit yet' : `${formatDuration(nowMs - lastCommitMs)} (last commit ${this.counters.lastCommitAt})`;
     const lines = [

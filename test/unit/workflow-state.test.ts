@@ -83,6 +83,12 @@ describe('ConsumerState', () => {
     expect(details).toContain(resolveGapCommand('c1', 'live_cut'));
   });
 
+  it('Current Details never shows the head behind a position committed past the last hello', () => {
+    const state = new ConsumerState(input);
+    state.adopt(outcome('lease_expired', 60, { lastHeadPosition: 52, lastCommitAt: '2026-01-01T00:00:00.000Z' }));
+    expect(state.details(Date.parse('2026-01-01T00:00:01.000Z'))).toContain('| head / lag | 60 / 0 |');
+  });
+
   it('formats durations for people', () => {
     expect([formatDuration(4_400), formatDuration(600_000), formatDuration(3 * 3_600_000)]).toEqual(['4 s', '10 min', '3 h']);
   });

@@ -13,6 +13,7 @@ import type { ActionRules, CheckpointPlan, CommittedState, QuarantinePolicy } fr
 import type { CommitResult } from '../db/commit.js';
 import { ConflictingEvent, Fenced, HeldQuarantine, InvalidPlan } from '../db/errors.js';
 import type { CheckpointSummary, ConsumeOutcome, ConsumeStreamInput, StreamCounters, StreamHeartbeat } from './types.js';
+import { emptyCounters } from './types.js';
 
 export interface ConsumeStreamLog {
   info(msg: string, fields?: Record<string, unknown>): void;
@@ -129,15 +130,7 @@ export async function consumeStream(deps: ConsumeStreamDeps, input: ConsumeStrea
 
 class StreamRun {
   readonly #fence = new SessionFence();
-  readonly #counters: StreamCounters = {
-    sessions: 0,
-    checkpointsCommitted: 0,
-    eventsApplied: 0,
-    duplicates: 0,
-    acksSent: 0,
-    lastHeadPosition: null,
-    lastCommitAt: null,
-  };
+  readonly #counters: StreamCounters = emptyCounters();
   #state: CommittedState;
   #leaseExpired = false;
   #committedThisRun = false;

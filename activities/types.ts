@@ -43,6 +43,19 @@ export interface StreamCounters {
   lastCommitAt: string | null;
 }
 
+/** Counters of a consumer that has not streamed yet (shared by the activity and the workflow's state). */
+export function emptyCounters(): StreamCounters {
+  return {
+    sessions: 0,
+    checkpointsCommitted: 0,
+    eventsApplied: 0,
+    duplicates: 0,
+    acksSent: 0,
+    lastHeadPosition: null,
+    lastCommitAt: null,
+  };
+}
+
 /** Small heartbeat details: never a batch, never a token body larger than needed, never the key. */
 export interface StreamHeartbeat {
   position: number | null;

@@ -2,6 +2,7 @@
 // continue-as-new, what the status query answers and what Current Details shows. Pure (no Temporal
 // APIs), so it is unit-tested directly; the workflow supplies the clock (workflow time).
 import type { ConsumeOutcome, CheckpointSummary, StartDirective, StreamCounters } from '../activities/types.js';
+import { emptyCounters } from '../activities/types.js';
 import type { StreamFilter } from '../protocol/codec.js';
 import {
   resolveBindingCommand,
@@ -11,17 +12,6 @@ import {
 } from './commands.js';
 import type { ConsumerCarriedState, ConsumerPhase, ConsumerStatus, ConsumerStop, ConsumerWorkflowInput } from './definitions.js';
 
-export function emptyCounters(): StreamCounters {
-  return {
-    sessions: 0,
-    checkpointsCommitted: 0,
-    eventsApplied: 0,
-    duplicates: 0,
-    acksSent: 0,
-    lastHeadPosition: null,
-    lastCommitAt: null,
-  };
-}
 
 /** Phases in which the workflow runs the streaming activity (or waits to run it again). */
 export const RUNNING_PHASES: readonly ConsumerPhase[] = ['streaming', 'rebinding', 'backoff'];

@@ -3,7 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import type { ConsumeOutcome, StreamCounters } from '../../activities/types.js';
 import { resolveGapCommand, resumeCommand } from '../../workflows/commands.js';
-import { ConsumerState, emptyCounters, formatDuration } from '../../workflows/consumer-state.js';
+import { emptyCounters } from '../../activities/types.js';
+import { ConsumerState, formatDuration } from '../../workflows/consumer-state.js';
 import type { ConsumerWorkflowInput } from '../../workflows/definitions.js';
 import { parseGapResolution, parseQuarantineResolution, parseRebindRequest } from '../../workflows/validation.js';
 

@@ -7,8 +7,14 @@ export default defineConfig({
     pool: 'forks',
     restoreMocks: true,
     projects: [
-      { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts', 'test/sim/**/*.test.ts'], testTimeout: 30_000 } },
-      { extends: true, test: { name: 'db', include: ['test/db/**/*.test.ts'], testTimeout: 60_000, hookTimeout: 60_000 } },
+      {
+        extends: true,
+        test: { name: 'unit', include: ['test/unit/**/*.test.ts', 'test/sim/**/*.test.ts'], testTimeout: 30_000 },
+      },
+      {
+        extends: true,
+        test: { name: 'db', include: ['test/db/**/*.test.ts'], testTimeout: 60_000, hookTimeout: 60_000 },
+      },
       {
         extends: true,
         test: {

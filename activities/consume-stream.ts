@@ -5,14 +5,27 @@
 import WebSocket from 'ws';
 import { backoffDelay, type Backoff } from '../protocol/backoff.js';
 import { filterHash } from '../protocol/canonical.js';
-import { decodeServerFrame, encodeClientFrame, WireError, type ClientFrameBody, type StartRequest, type StreamFilter } from '../protocol/codec.js';
+import {
+  decodeServerFrame,
+  encodeClientFrame,
+  WireError,
+  type ClientFrameBody,
+  type StartRequest,
+  type StreamFilter,
+} from '../protocol/codec.js';
 import { ServerStaleGeneration, Session, type SessionAction, type SessionStop } from '../protocol/session.js';
 import { SessionFence } from '../protocol/session-fence.js';
 import { StagingBoundExceeded, type StagingLimits } from '../protocol/staging.js';
 import type { ActionRules, CheckpointPlan, CommittedState, QuarantinePolicy } from '../protocol/types.js';
 import type { CommitResult } from '../db/commit.js';
 import { ConflictingEvent, Fenced, HeldQuarantine, InvalidPlan } from '../db/errors.js';
-import type { CheckpointSummary, ConsumeOutcome, ConsumeStreamInput, StreamCounters, StreamHeartbeat } from './types.js';
+import type {
+  CheckpointSummary,
+  ConsumeOutcome,
+  ConsumeStreamInput,
+  StreamCounters,
+  StreamHeartbeat,
+} from './types.js';
 import { emptyCounters } from './types.js';
 
 export interface ConsumeStreamLog {
@@ -64,7 +77,9 @@ export class DatabaseBehind extends Error {
     readonly databaseVersion: number,
     readonly expectedVersion: number,
   ) {
-    super(`database for consumer ${consumerId} is behind the workflow: version ${databaseVersion} < expected ${expectedVersion} (restored backup or bug)`);
+    super(
+      `database for consumer ${consumerId} is behind the workflow: version ${databaseVersion} < expected ${expectedVersion} (restored backup or bug)`,
+    );
   }
 }
 
@@ -120,7 +135,11 @@ type ConnectionEnd =
   /** the lease ran out or the activity was cancelled */
   | { kind: 'finished' };
 
-export async function consumeStream(deps: ConsumeStreamDeps, input: ConsumeStreamInput, ctx: ConsumeStreamContext): Promise<ConsumeOutcome> {
+export async function consumeStream(
+  deps: ConsumeStreamDeps,
+  input: ConsumeStreamInput,
+  ctx: ConsumeStreamContext,
+): Promise<ConsumeOutcome> {
   const state = await deps.store.acquireLease(input.consumerId);
   if (input.expected && state.version < input.expected.version) {
     throw new DatabaseBehind(input.consumerId, state.version, input.expected.version);
@@ -168,11 +187,15 @@ class StreamRun {
         if (end.kind === 'outcome') return end.outcome;
         if (end.kind === 'throw') throw end.error;
         // The new binding committed, though the connection then ended another way (lease, drop): report it.
-        if (this.#committedThisRun && start.returnsRebound) return this.#outcome({ kind: 'rebound', generation: this.#state.generation ?? 0 });
+        if (this.#committedThisRun && start.returnsRebound)
+          return this.#outcome({ kind: 'rebound', generation: this.#state.generation ?? 0 });
         if (end.kind === 'finished') continue;
         failures = end.progressed ? 1 : failures + 1;
         if (failures > reconnect.maxAttempts) {
-          throw new StreamTransportError(end.code, `stream failed ${failures} times in a row without progress; last: ${end.message}`);
+          throw new StreamTransportError(
+            end.code,
+            `stream failed ${failures} times in a row without progress; last: ${end.message}`,
+          );
         }
         const delay = backoffDelay(reconnect, failures);
         this.deps.log.warn('stream session ended; reconnecting from the committed checkpoint', {
@@ -199,11 +222,18 @@ class StreamRun {
     const hasCheckpoint = state.token !== null && saved !== null;
     if (state.pendingStart) {
       const filter = directive.mode === 'resume' ? saved?.filter : directive.filter;
-      if (!filter) return { failed: `recorded start ${state.pendingStart} has no filter: no saved binding and the directive is resume` };
+      if (!filter)
+        return {
+          failed: `recorded start ${state.pendingStart} has no filter: no saved binding and the directive is resume`,
+        };
       return { request: { mode: state.pendingStart }, filter, returnsRebound: true };
     }
     if (directive.mode === 'resume') {
-      if (!hasCheckpoint) return { failed: 'start is resume but the consumer has no saved checkpoint: the first start must be explicit (live_cut or from_floor)' };
+      if (!hasCheckpoint)
+        return {
+          failed:
+            'start is resume but the consumer has no saved checkpoint: the first start must be explicit (live_cut or from_floor)',
+        };
       return this.#resumeStart();
     }
     // A retried attempt whose rebind/explicit start already committed finds that binding saved: resume it.
@@ -215,7 +245,9 @@ class StreamRun {
       return { request: { mode: 'rebind', token: state.token! }, filter: directive.filter, returnsRebound: true };
     }
     if (hasCheckpoint) {
-      return { failed: `explicit start ${directive.mode} refused: the consumer has a saved checkpoint and no recorded decision` };
+      return {
+        failed: `explicit start ${directive.mode} refused: the consumer has a saved checkpoint and no recorded decision`,
+      };
     }
     return { request: { mode: directive.mode }, filter: directive.filter, returnsRebound: true };
   }
@@ -246,7 +278,10 @@ class StreamRun {
       now: () => Date.now(),
     });
     // ws enforces a hard cap; frames between maxFrameBytes and the cap reach the codec, which names them.
-    const ws = new WebSocket(config.url, { maxPayload: config.maxFrameBytes * 2, handshakeTimeout: config.connectTimeoutMs });
+    const ws = new WebSocket(config.url, {
+      maxPayload: config.maxFrameBytes * 2,
+      handshakeTimeout: config.connectTimeoutMs,
+    });
     let progressed = false;
     let result: ConnectionEnd | null = null;
     let queue: Promise<void> = Promise.resolve();
@@ -254,10 +289,19 @@ class StreamRun {
     return new Promise<ConnectionEnd>((resolve) => {
       // The handshake (socket, hello, authenticated, subscribed) must complete within connectTimeoutMs.
       const handshakeTimer = setTimeout(
-        () => end({ kind: 'reconnect', code: 'connect_failed', message: `handshake not complete within ${config.connectTimeoutMs} ms (state ${session.state})`, progressed }),
+        () =>
+          end({
+            kind: 'reconnect',
+            code: 'connect_failed',
+            message: `handshake not complete within ${config.connectTimeoutMs} ms (state ${session.state})`,
+            progressed,
+          }),
         config.connectTimeoutMs,
       );
-      const ageTimer = setInterval(() => enqueue(() => perform(session.tick())), Math.max(10, Math.min(1_000, config.staging.maxAgeMs / 4)));
+      const ageTimer = setInterval(
+        () => enqueue(() => perform(session.tick())),
+        Math.max(10, Math.min(1_000, config.staging.maxAgeMs / 4)),
+      );
 
       // Ends the connection once: no further frame is processed, an in-flight commit finishes first.
       const end = (value: ConnectionEnd): void => {
@@ -279,7 +323,9 @@ class StreamRun {
       const enqueue = (task: () => Promise<void> | void): void => {
         queue = queue
           .then(() => (result || !this.#fence.isActive(epoch) ? undefined : task()))
-          .catch((error: unknown) => end({ kind: 'throw', error: error instanceof Error ? error : new Error(String(error)) }));
+          .catch((error: unknown) =>
+            end({ kind: 'throw', error: error instanceof Error ? error : new Error(String(error)) }),
+          );
       };
 
       const send = (frame: ClientFrameBody): boolean => {
@@ -292,16 +338,34 @@ class StreamRun {
         switch (stop.kind) {
           case 'retry_later':
             log.warn('stream server asked to back off', { code: stop.code, retryAfterMs: stop.retryAfterMs });
-            return end({ kind: 'throw', error: new StreamTransportError(stop.code, `server: ${stop.code}: ${stop.message}`, stop.retryAfterMs) });
+            return end({
+              kind: 'throw',
+              error: new StreamTransportError(stop.code, `server: ${stop.code}: ${stop.message}`, stop.retryAfterMs),
+            });
           case 'reset_required':
-            log.warn('stream requires a reset decision; keeping the saved token', { reason: stop.reason, detectedLocally: stop.detectedLocally, history: stop.history });
-            return end({ kind: 'outcome', outcome: this.#outcome({ kind: 'reset_required', reason: stop.reason, history: stop.history, refusedToken: stop.refusedToken }) });
+            log.warn('stream requires a reset decision; keeping the saved token', {
+              reason: stop.reason,
+              detectedLocally: stop.detectedLocally,
+              history: stop.history,
+            });
+            return end({
+              kind: 'outcome',
+              outcome: this.#outcome({
+                kind: 'reset_required',
+                reason: stop.reason,
+                history: stop.history,
+                refusedToken: stop.refusedToken,
+              }),
+            });
           case 'cursor_mismatch':
             log.error('stream refused the token for this binding (cursor_mismatch)', { message: stop.message });
             return end({ kind: 'outcome', outcome: this.#outcome({ kind: 'cursor_mismatch', message: stop.message }) });
           case 'failed':
             log.error('stream session failed', { code: stop.code, message: stop.message });
-            return end({ kind: 'outcome', outcome: this.#outcome({ kind: 'failed', code: stop.code, message: stop.message }) });
+            return end({
+              kind: 'outcome',
+              outcome: this.#outcome({ kind: 'failed', code: stop.code, message: stop.message }),
+            });
         }
       };
 
@@ -350,8 +414,16 @@ class StreamRun {
             case 'reconnect': {
               const error = action.error;
               const code: StreamTransportCode =
-                error instanceof StagingBoundExceeded ? 'staging_bound_exceeded' : error instanceof ServerStaleGeneration ? 'stale_generation' : 'protocol_violation';
-              log.error('dropping the stream session; staging discarded', { code, error: error.message, position: this.#state.position });
+                error instanceof StagingBoundExceeded
+                  ? 'staging_bound_exceeded'
+                  : error instanceof ServerStaleGeneration
+                    ? 'stale_generation'
+                    : 'protocol_violation';
+              log.error('dropping the stream session; staging discarded', {
+                code,
+                error: error.message,
+                position: this.#state.position,
+              });
               end({ kind: 'reconnect', code, message: error.message, progressed });
               break;
             }
@@ -365,14 +437,20 @@ class StreamRun {
           frame = decodeServerFrame(data, { isBinary, maxFrameBytes: config.maxFrameBytes });
         } catch (error) {
           if (!(error instanceof WireError)) throw error;
-          log.error('rejected a server frame', { code: error.code, frameType: error.frameType, field: error.field, reason: error.reason });
+          log.error('rejected a server frame', {
+            code: error.code,
+            frameType: error.frameType,
+            field: error.field,
+            reason: error.reason,
+          });
           return end({ kind: 'reconnect', code: 'protocol_violation', message: error.message, progressed });
         }
         if (frame.type === 'hello') this.#counters.lastHeadPosition = frame.history.head;
         const actions = session.receive(frame);
         if (session.state === 'streaming') clearTimeout(handshakeTimer);
         await perform(actions);
-        if (frame.type === 'batch' && !result && session.state === 'streaming') await deps.hooks?.afterStage?.(frame.position);
+        if (frame.type === 'batch' && !result && session.state === 'streaming')
+          await deps.hooks?.afterStage?.(frame.position);
       };
 
       // Frames are handled one at a time behind commits. Without backpressure a replay arriving faster than
@@ -391,11 +469,24 @@ class StreamRun {
       });
       ws.on('error', (error: Error & { code?: string }) => {
         const tooLarge = error.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH';
-        log.error(tooLarge ? 'rejected a server frame: frame_too_large' : 'stream socket error', { code: error.code, error: error.message });
-        end({ kind: 'reconnect', code: tooLarge ? 'protocol_violation' : 'connection_lost', message: error.message, progressed });
+        log.error(tooLarge ? 'rejected a server frame: frame_too_large' : 'stream socket error', {
+          code: error.code,
+          error: error.message,
+        });
+        end({
+          kind: 'reconnect',
+          code: tooLarge ? 'protocol_violation' : 'connection_lost',
+          message: error.message,
+          progressed,
+        });
       });
       ws.on('close', (code, reason) => {
-        end({ kind: 'reconnect', code: 'connection_lost', message: `socket closed (${code}${reason.length ? ` ${reason.toString()}` : ''})`, progressed });
+        end({
+          kind: 'reconnect',
+          code: 'connection_lost',
+          message: `socket closed (${code}${reason.length ? ` ${reason.toString()}` : ''})`,
+          progressed,
+        });
       });
     });
   }
@@ -409,7 +500,10 @@ class StreamRun {
     }
     if (error instanceof ConflictingEvent) {
       log.error('commit refused: an event conflicts with its saved receipt; no ACK', { ...at, eventId: error.eventId });
-      return end({ kind: 'outcome', outcome: this.#outcome({ kind: 'failed', code: 'conflicting_event', message: error.message }) });
+      return end({
+        kind: 'outcome',
+        outcome: this.#outcome({ kind: 'failed', code: 'conflicting_event', message: error.message }),
+      });
     }
     if (error instanceof HeldQuarantine) {
       log.warn('checkpoint held by quarantined events; waiting for a decision', { ...at, held: error.items.length });
@@ -417,7 +511,10 @@ class StreamRun {
     }
     if (error instanceof InvalidPlan) {
       log.error('commit refused the plan', { ...at, reason: error.reason });
-      return end({ kind: 'outcome', outcome: this.#outcome({ kind: 'failed', code: 'protocol_violation', message: error.message }) });
+      return end({
+        kind: 'outcome',
+        outcome: this.#outcome({ kind: 'failed', code: 'protocol_violation', message: error.message }),
+      });
     }
     // Storage failures (connection lost, …): Temporal retries the activity from the committed state.
     end({ kind: 'throw', error: error instanceof Error ? error : new Error(String(error)) });
@@ -444,7 +541,6 @@ class StreamRun {
     this.#heartbeat();
   }
 
-
   #heartbeat(): void {
     const s = this.#state;
     this.ctx.heartbeat({
@@ -463,7 +559,13 @@ class StreamRun {
 
 /** The workflow's copy of a committed state: the checkpoint and its binding's filter hash, nothing secret. */
 export function checkpointSummary(state: CommittedState): CheckpointSummary {
-  return { position: state.position, token: state.token, generation: state.generation, version: state.version, filterHash: state.binding?.filterHash ?? null };
+  return {
+    position: state.position,
+    token: state.token,
+    generation: state.generation,
+    version: state.version,
+    filterHash: state.binding?.filterHash ?? null,
+  };
 }
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;

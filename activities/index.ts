@@ -80,7 +80,10 @@ export interface WaitForGenerationInput {
 }
 
 export interface ConsumePagesActivityInput extends ConsumePagesInput {
-  /** The stream whose history is paged (part of the page path; a page consumer stays bound to it); PAGE_STREAM when omitted. */
+  /**
+   * The stream whose history is paged (part of the page path; a page consumer stays bound to it); PAGE_STREAM when
+   * omitted.
+   */
   stream?: string;
 }
 
@@ -92,7 +95,12 @@ export function pageSourceUrl(streamUrl: string): string {
 
 export function committedView(state: CommittedState | null): CommittedView {
   if (!state) {
-    return { summary: { position: null, token: null, generation: null, version: 0, filterHash: null }, filter: null, pendingStart: null, abandoned: false };
+    return {
+      summary: { position: null, token: null, generation: null, version: 0, filterHash: null },
+      filter: null,
+      pendingStart: null,
+      abandoned: false,
+    };
   }
   return {
     summary: checkpointSummary(state),
@@ -130,16 +138,30 @@ export function createActivities(deps: ActivityDeps) {
     if (error instanceof ApplicationFailure) return error;
     // A configuration that cannot work: the consumer workflow pauses on ConfigError until someone fixes it.
     if (error instanceof ConsumerKindMismatch || error instanceof InvalidPageConsumerConfig) {
-      return ApplicationFailure.create({ type: 'ConfigError', message: scrub(error.message), nonRetryable: true, details: [{ code: error.code }] });
+      return ApplicationFailure.create({
+        type: 'ConfigError',
+        message: scrub(error.message),
+        nonRetryable: true,
+        details: [{ code: error.code }],
+      });
     }
     if (error instanceof LeaseLost || error instanceof DatabaseBehind) {
-      return ApplicationFailure.create({ type: error.name, message: scrub(error.message), nonRetryable: true, details: [{ code: error.code }] });
+      return ApplicationFailure.create({
+        type: error.name,
+        message: scrub(error.message),
+        nonRetryable: true,
+        details: [{ code: error.code }],
+      });
     }
     if (error instanceof UnknownConsumer) {
       return ApplicationFailure.create({ type: 'InvalidDecision', message: error.message, nonRetryable: true });
     }
     if (error instanceof StorageFailure) {
-      return ApplicationFailure.create({ type: 'StorageFailure', message: scrub(error.message), nonRetryable: !error.retryable });
+      return ApplicationFailure.create({
+        type: 'StorageFailure',
+        message: scrub(error.message),
+        nonRetryable: !error.retryable,
+      });
     }
     if (error.name === 'AbortError') return error;
     return ApplicationFailure.create({ type: error.name, message: scrub(error.message) });
@@ -154,11 +176,17 @@ export function createActivities(deps: ActivityDeps) {
   }
 
   return {
-    /** One bounded streaming lease. Heartbeats carry small progress details; cancellation stops at a checkpoint boundary. */
+    /**
+     * One bounded streaming lease. Heartbeats carry small progress details; cancellation stops at a checkpoint
+     * boundary.
+     */
     async consumeStream(input: ConsumeStreamInput): Promise<ConsumeOutcome> {
       const ctx = Context.current();
       return guarded(() =>
-        runConsumeStream(streamDeps, input, { heartbeat: (details) => ctx.heartbeat(details), signal: ctx.cancellationSignal }),
+        runConsumeStream(streamDeps, input, {
+          heartbeat: (details) => ctx.heartbeat(details),
+          signal: ctx.cancellationSignal,
+        }),
       );
     },
 
@@ -191,11 +219,16 @@ export function createActivities(deps: ActivityDeps) {
       const timer = setInterval(() => heartbeat(), heartbeatEveryMs);
       try {
         return await guarded(async () => {
-          const outcome = await runConsumePages({ pool, config, log }, pagesInput, { heartbeat, signal: ctx.cancellationSignal });
+          const outcome = await runConsumePages({ pool, config, log }, pagesInput, {
+            heartbeat,
+            signal: ctx.cancellationSignal,
+          });
           if (outcome.kind === 'source_failed' && outcome.retryable) {
             throw ApplicationFailure.create({
               type: 'PageSourceUnavailable',
-              message: scrub(`page source ${outcome.code}${outcome.status === null ? '' : ` (HTTP ${outcome.status})`}: ${outcome.message}`),
+              message: scrub(
+                `page source ${outcome.code}${outcome.status === null ? '' : ` (HTTP ${outcome.status})`}: ${outcome.message}`,
+              ),
               details: [{ code: outcome.code, progress: outcome.progress }],
             });
           }
@@ -219,7 +252,9 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /** Decides held quarantine; deciding nothing (no held record matched) is refused so the operator sees it. */
-    async resolveQuarantine(input: DecisionInput<QuarantineDecision> & { eventIds?: string[] }): Promise<{ resolved: number }> {
+    async resolveQuarantine(
+      input: DecisionInput<QuarantineDecision> & { eventIds?: string[] },
+    ): Promise<{ resolved: number }> {
       return guarded(async () => {
         const resolved = await resolveQuarantine(pool, input);
         if (resolved === 0) {

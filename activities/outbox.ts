@@ -117,7 +117,12 @@ export class OutboxDispatcher {
   }
 
   private async perform(item: OutboxItem): Promise<boolean> {
-    const fields = { outboxId: item.id, idempotencyKey: item.idempotencyKey, action: item.action, attempt: item.attempts };
+    const fields = {
+      outboxId: item.id,
+      idempotencyKey: item.idempotencyKey,
+      action: item.action,
+      attempt: item.attempts,
+    };
     try {
       await this.send(item);
     } catch (error) {
@@ -127,7 +132,10 @@ export class OutboxDispatcher {
       const maxAttempts = retryable ? this.maxAttempts : item.attempts;
       await failOutbox(this.pool, item.id, message, { maxAttempts });
       const dead = item.attempts >= maxAttempts;
-      this.log[dead ? 'error' : 'warn'](dead ? 'outbox action failed for good' : 'outbox action failed; will retry', { ...fields, error: message });
+      this.log[dead ? 'error' : 'warn'](dead ? 'outbox action failed for good' : 'outbox action failed; will retry', {
+        ...fields,
+        error: message,
+      });
       return false;
     }
     const completed = await completeOutbox(this.pool, item.id);

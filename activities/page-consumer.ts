@@ -7,7 +7,13 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type pg from 'pg';
 import type { HeldQuarantineItem } from '../db/errors.js';
-import { commitPageChunk, openPageProgress, recognisePageEvents, swapPageCursor, type PageProgress } from '../db/pages.js';
+import {
+  commitPageChunk,
+  openPageProgress,
+  recognisePageEvents,
+  swapPageCursor,
+  type PageProgress,
+} from '../db/pages.js';
 import { canonicalJson } from '../protocol/canonical.js';
 import {
   decodePageError,
@@ -24,7 +30,13 @@ import {
   type StreamFilter,
 } from '../protocol/codec.js';
 import { backoffDelay, type Backoff } from '../protocol/backoff.js';
-import { chunkByPosition, classifyPage, journalOrderProblem, splitAtApplied, stagePageEvents } from '../protocol/pages.js';
+import {
+  chunkByPosition,
+  classifyPage,
+  journalOrderProblem,
+  splitAtApplied,
+  stagePageEvents,
+} from '../protocol/pages.js';
 import type { ActionRules, QuarantinePolicy } from '../protocol/types.js';
 import type { ConsumeStreamLog } from './consume-stream.js';
 
@@ -68,7 +80,9 @@ export interface ConsumePagesInput {
   consumerId: string;
   /** Fixed per consumer: the source binds cursors to it. */
   filter: StreamFilter;
-  /** Stop with `page_limit` after this many pages whose cursor was replaced; default: until the source stops advancing. */
+  /**
+   * Stop with `page_limit` after this many pages whose cursor was replaced; default: until the source stops advancing.
+   */
   maxPages?: number;
 }
 
@@ -134,7 +148,14 @@ export type PageOutcome = PageStop & { progress: PageProgressView; counters: Pag
 type Answer =
   | { kind: 'page'; page: PageResponse }
   | { kind: 'reset'; reset: PageReset }
-  | { kind: 'failed'; code: Extract<PageStop, { kind: 'source_failed' }>['code']; retryable: boolean; status: number | null; message: string; retryAfterMs?: number };
+  | {
+      kind: 'failed';
+      code: Extract<PageStop, { kind: 'source_failed' }>['code'];
+      retryable: boolean;
+      status: number | null;
+      message: string;
+      retryAfterMs?: number;
+    };
 
 const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 const RETRYABLE_CODES: ReadonlySet<string> = new Set(['overloaded', 'slow_consumer']);
@@ -147,21 +168,29 @@ class Cancelled extends Error {
 export class InvalidPageConsumerConfig extends Error {
   override readonly name = 'InvalidPageConsumerConfig';
   readonly code = 'invalid_page_consumer_config' as const;
-  constructor(readonly field: string, reason: string) {
+  constructor(
+    readonly field: string,
+    reason: string,
+  ) {
     super(`page consumer config ${field}: ${reason}`);
   }
 }
 
 function checkConfig(config: PageConsumerConfig): void {
   const positiveInt = (field: string, value: number) => {
-    if (!Number.isSafeInteger(value) || value < 1) throw new InvalidPageConsumerConfig(field, `${value} is not a positive integer`);
+    if (!Number.isSafeInteger(value) || value < 1)
+      throw new InvalidPageConsumerConfig(field, `${value} is not a positive integer`);
   };
   positiveInt('limit', config.limit);
   positiveInt('chunkSize', config.chunkSize);
   const { maxAttempts, initialMs, maxMs } = config.backoff;
-  if (!Number.isSafeInteger(maxAttempts) || maxAttempts < 0) throw new InvalidPageConsumerConfig('backoff.maxAttempts', `${maxAttempts} is not a non-negative integer`);
+  if (!Number.isSafeInteger(maxAttempts) || maxAttempts < 0)
+    throw new InvalidPageConsumerConfig('backoff.maxAttempts', `${maxAttempts} is not a non-negative integer`);
   if (!(initialMs >= 0 && maxMs >= initialMs && Number.isFinite(maxMs))) {
-    throw new InvalidPageConsumerConfig('backoff', `initialMs ${initialMs} and maxMs ${maxMs} must satisfy 0 <= initialMs <= maxMs < Infinity`);
+    throw new InvalidPageConsumerConfig(
+      'backoff',
+      `initialMs ${initialMs} and maxMs ${maxMs} must satisfy 0 <= initialMs <= maxMs < Infinity`,
+    );
   }
   try {
     new URL(config.url);
@@ -175,12 +204,25 @@ function checkConfig(config: PageConsumerConfig): void {
  * operator must look at, or cancellation. Protocol stops are returned; InvalidPageConsumerConfig, storage
  * failures and errors thrown by hooks propagate (a retry resumes from the saved cursor).
  */
-export async function consumePages(deps: PageConsumerDeps, input: ConsumePagesInput, ctx: ConsumePagesContext): Promise<PageOutcome> {
+export async function consumePages(
+  deps: PageConsumerDeps,
+  input: ConsumePagesInput,
+  ctx: ConsumePagesContext,
+): Promise<PageOutcome> {
   const { pool, config, log } = deps;
   checkConfig(config);
   const fetchPage = deps.fetch ?? fetch;
   const { consumerId, filter } = input;
-  const counters: PageCounters = { requests: 0, pages: 0, chunks: 0, applied: 0, recognised: 0, duplicates: 0, noEffect: 0, quarantined: 0 };
+  const counters: PageCounters = {
+    requests: 0,
+    pages: 0,
+    chunks: 0,
+    applied: 0,
+    recognised: 0,
+    duplicates: 0,
+    noEffect: 0,
+    quarantined: 0,
+  };
   const quarantinePolicy = config.quarantinePolicy ?? { terminalReasons: [] };
   const actions = config.actions ?? { whaleAlertMinNotional: null };
   const redact = (text: string) => (config.apiKey.length > 0 ? text.split(config.apiKey).join('[REDACTED]') : text);
@@ -192,7 +234,11 @@ export async function consumePages(deps: PageConsumerDeps, input: ConsumePagesIn
     return {
       kind: 'binding_mismatch',
       message: opened.reason,
-      progress: { resumeCursor: saved?.resumeCursor ?? null, appliedPosition: saved?.appliedPosition ?? 0, version: saved?.version ?? 0 },
+      progress: {
+        resumeCursor: saved?.resumeCursor ?? null,
+        appliedPosition: saved?.appliedPosition ?? 0,
+        version: saved?.version ?? 0,
+      },
       counters,
     };
   }
@@ -204,7 +250,8 @@ export async function consumePages(deps: PageConsumerDeps, input: ConsumePagesIn
     const { resumeCursor, appliedPosition, version } = current;
     return { ...stop, progress: { resumeCursor, appliedPosition, version }, counters };
   };
-  const heartbeat = () => ctx.heartbeat({ appliedPosition: current.appliedPosition, version: current.version, counters: { ...counters } });
+  const heartbeat = () =>
+    ctx.heartbeat({ appliedPosition: current.appliedPosition, version: current.version, counters: { ...counters } });
 
   async function request(cursor: string | null): Promise<Answer> {
     const url = new URL(pagePath(config.stream), config.url);
@@ -217,13 +264,22 @@ export async function consumePages(deps: PageConsumerDeps, input: ConsumePagesIn
     try {
       res = await fetchPage(url, {
         headers: { authorization: pageAuthorization(config.apiKey), accept: 'application/json' },
-        signal: AbortSignal.any([ctx.signal, AbortSignal.timeout(config.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS)]),
+        signal: AbortSignal.any([
+          ctx.signal,
+          AbortSignal.timeout(config.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS),
+        ]),
       });
       text = await res.text();
     } catch (error) {
       // Connection refused or reset, a timeout, a body cut short: the same cursor may simply be asked again.
       if (ctx.signal.aborted) throw new Cancelled();
-      return { kind: 'failed', code: 'unavailable', retryable: true, status: null, message: redact(error instanceof Error ? error.message : String(error)) };
+      return {
+        kind: 'failed',
+        code: 'unavailable',
+        retryable: true,
+        status: null,
+        message: redact(error instanceof Error ? error.message : String(error)),
+      };
     }
     let body: unknown;
     try {
@@ -235,7 +291,13 @@ export async function consumePages(deps: PageConsumerDeps, input: ConsumePagesIn
       if (res.status === 200) return { kind: 'page', page: decodePageResponse(body) };
       if (res.status === 410) return { kind: 'reset', reset: decodePageReset(body) };
     } catch (error) {
-      return { kind: 'failed', code: 'invalid_page', retryable: false, status: res.status, message: redact(error instanceof Error ? error.message : String(error)) };
+      return {
+        kind: 'failed',
+        code: 'invalid_page',
+        retryable: false,
+        status: res.status,
+        message: redact(error instanceof Error ? error.message : String(error)),
+      };
     }
     const retryAfter = Number(res.headers.get('retry-after'));
     const retryAfterMs = Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : undefined;
@@ -268,13 +330,24 @@ export async function consumePages(deps: PageConsumerDeps, input: ConsumePagesIn
       if (answer.kind === 'failed') {
         const { kind: _kind, retryAfterMs: hint, ...failure } = answer;
         if (!answer.retryable || attempt >= config.backoff.maxAttempts) return { kind: 'source_failed', ...failure };
-        log.warn('page source failed; backing off with the same cursor', { consumerId, code: answer.code, status: answer.status, attempt: attempt + 1 });
+        log.warn('page source failed; backing off with the same cursor', {
+          consumerId,
+          code: answer.code,
+          status: answer.status,
+          attempt: attempt + 1,
+        });
         retryAfterMs = hint;
       } else {
         const shape = classifyPage(cursor, answer.page, current.appliedPosition);
         if (shape.kind === 'advancing') return answer;
-        if (attempt >= config.backoff.maxAttempts) return { kind: shape.nothingNew ? 'caught_up' : 'non_advancing', attempts: attempt + 1 };
-        if (!shape.nothingNew) log.warn('page did not advance its cursor; backing off', { consumerId, events: answer.page.events.length, attempt: attempt + 1 });
+        if (attempt >= config.backoff.maxAttempts)
+          return { kind: shape.nothingNew ? 'caught_up' : 'non_advancing', attempts: attempt + 1 };
+        if (!shape.nothingNew)
+          log.warn('page did not advance its cursor; backing off', {
+            consumerId,
+            events: answer.page.events.length,
+            attempt: attempt + 1,
+          });
       }
       heartbeat(); // a long backoff is still a live run
       try {
@@ -293,17 +366,31 @@ export async function consumePages(deps: PageConsumerDeps, input: ConsumePagesIn
     }
     const events = stagePageEvents(page.events);
     const orderProblem = journalOrderProblem(events);
-    if (orderProblem) return { kind: 'source_failed', code: 'invalid_page', retryable: false, status: 200, message: `page out of journal order: ${orderProblem}` };
+    if (orderProblem)
+      return {
+        kind: 'source_failed',
+        code: 'invalid_page',
+        retryable: false,
+        status: 200,
+        message: `page out of journal order: ${orderProblem}`,
+      };
 
     const { recognised, fresh } = splitAtApplied(events, current.appliedPosition);
     if (recognised.length > 0) {
       const recognition = await recognisePageEvents(pool, consumerId, recognised);
-      if (recognition.kind !== 'recognised') return recognition.kind === 'conflict' ? { ...recognition } : { ...recognition, kind: 'unrecognised_event' };
+      if (recognition.kind !== 'recognised')
+        return recognition.kind === 'conflict' ? { ...recognition } : { ...recognition, kind: 'unrecognised_event' };
       counters.recognised += recognition.count;
     }
     for (const chunk of chunkByPosition(fresh, config.chunkSize)) {
       if (ctx.signal.aborted) throw new Cancelled();
-      const result = await commitPageChunk(pool, { consumerId, expectedVersion: current.version, events: chunk, quarantinePolicy, actions });
+      const result = await commitPageChunk(pool, {
+        consumerId,
+        expectedVersion: current.version,
+        events: chunk,
+        quarantinePolicy,
+        actions,
+      });
       if (result.kind === 'fenced') return { kind: 'fenced', actualVersion: result.actualVersion };
       if (result.kind === 'conflict') return { ...result, kind: 'conflict' };
       if (result.kind === 'held') return { kind: 'held_quarantine', items: result.items };
@@ -316,7 +403,12 @@ export async function consumePages(deps: PageConsumerDeps, input: ConsumePagesIn
       heartbeat();
       await deps.hooks?.afterChunkCommit?.({ appliedPosition: current.appliedPosition, version: current.version });
     }
-    const swap = await swapPageCursor(pool, { consumerId, expectedVersion: current.version, next: page.next, historyId: page.history.id });
+    const swap = await swapPageCursor(pool, {
+      consumerId,
+      expectedVersion: current.version,
+      next: page.next,
+      historyId: page.history.id,
+    });
     if (swap.kind === 'fenced') return { kind: 'fenced', actualVersion: swap.actualVersion };
     current = { ...current, resumeCursor: page.next, historyId: page.history.id, version: swap.version };
     counters.pages += 1;

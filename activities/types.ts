@@ -78,7 +78,10 @@ export type ConsumeOutcome =
   | (OutcomeBase & { kind: 'rebound'; generation: number })
   | (OutcomeBase & { kind: 'reset_required'; reason: ResetReason; history: History; refusedToken: string })
   | (OutcomeBase & { kind: 'cursor_mismatch'; message: string })
-  | (OutcomeBase & { kind: 'held_quarantine'; items: { eventId: string; reason: QuarantineReason; position: number; kind: string; entityId: string }[] })
+  | (OutcomeBase & {
+      kind: 'held_quarantine';
+      items: { eventId: string; reason: QuarantineReason; position: number; kind: string; entityId: string }[];
+    })
   /** Non-retryable server error or local protocol stop an operator must look at. */
   | (OutcomeBase & { kind: 'failed'; code: ErrorCode | 'conflicting_event' | 'config'; message: string });
 

@@ -28,7 +28,10 @@ export class WebhookError extends Error {
   }
 }
 
-export type FetchLike = (url: string, init: { method: string; headers: Record<string, string>; body: string; signal: AbortSignal }) => Promise<{
+export type FetchLike = (
+  url: string,
+  init: { method: string; headers: Record<string, string>; body: string; signal: AbortSignal },
+) => Promise<{
   ok: boolean;
   status: number;
 }>;
@@ -72,7 +75,10 @@ export function createWebhookSender(options: WebhookSenderOptions): SendAction {
         signal: AbortSignal.timeout(timeoutMs),
       }));
     } catch (error) {
-      const reason = error instanceof Error && error.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : describeNetworkError(error);
+      const reason =
+        error instanceof Error && error.name === 'TimeoutError'
+          ? `no answer within ${timeoutMs} ms`
+          : describeNetworkError(error);
       throw new WebhookError(`webhook ${target} unreachable: ${reason}`, true, null);
     }
     if (ok) return;

@@ -62,12 +62,18 @@ async function handWrittenCommit(pool: pg.Pool, plan: CheckpointPlan): Promise<v
          FROM unnest($1::text[], $2::int[], $3::text[], $4::numeric[], $5::numeric[]) AS t(id, rev, market, price, size)
        ON CONFLICT (consumer_id, entity_id) DO UPDATE
           SET revision = EXCLUDED.revision, market = EXCLUDED.market, price = EXCLUDED.price, size = EXCLUDED.size, notional = EXCLUDED.notional`,
-      [e.map((x) => x.entityId), e.map((x) => x.revision), data.map((d) => d.market), data.map((d) => d.price), data.map((d) => d.size)],
+      [
+        e.map((x) => x.entityId),
+        e.map((x) => x.revision),
+        data.map((d) => d.market),
+        data.map((d) => d.price),
+        data.map((d) => d.size),
+      ],
     );
-    const res = await client.query(`UPDATE bench_checkpoint SET position = $1, token = $2, version = version + 1 WHERE consumer_id = 'baseline'`, [
-      plan.checkpoint.position,
-      plan.checkpoint.token,
-    ]);
+    const res = await client.query(
+      `UPDATE bench_checkpoint SET position = $1, token = $2, version = version + 1 WHERE consumer_id = 'baseline'`,
+      [plan.checkpoint.position, plan.checkpoint.token],
+    );
     if (res.rowCount !== 1) throw new Error('baseline checkpoint row missing');
     await client.query('COMMIT');
   } catch (error) {
@@ -86,7 +92,9 @@ function summarise(latencies: number[], size: number): Series {
   return {
     eventsPerSecond: Math.round((size * latencies.length) / (total / 1000)),
     eventsPerSecondAtP50: Math.round(size / (p50 / 1000)),
-    p50Ms: round(percentile(sorted, 50)), p99Ms: round(percentile(sorted, 99)), iterations: latencies.length,
+    p50Ms: round(percentile(sorted, 50)),
+    p99Ms: round(percentile(sorted, 99)),
+    iterations: latencies.length,
   };
 }
 
@@ -100,10 +108,21 @@ function checkpointFactory(consumerId: string) {
     for (let ordinal = 1; ordinal <= size; ordinal++) {
       serial += 1;
       events.push(
-        trade(position, `ent-${serial}`, { market: `m-${serial % MARKETS}`, price: `0.${(serial % 97) + 1}`, size: `${(serial % 500) + 1}.25` }, { ordinal, eventId: `ev-${serial}` }),
+        trade(
+          position,
+          `ent-${serial}`,
+          { market: `m-${serial % MARKETS}`, price: `0.${(serial % 97) + 1}`, size: `${(serial % 500) + 1}.25` },
+          { ordinal, eventId: `ev-${serial}` },
+        ),
       );
     }
-    return makePlan(consumerId, { fence, position, events, whaleAlertMinNotional: '450', startMode: position === 1 ? 'from_floor' : 'resume' });
+    return makePlan(consumerId, {
+      fence,
+      position,
+      events,
+      whaleAlertMinNotional: '450',
+      startMode: position === 1 ? 'from_floor' : 'resume',
+    });
   };
 }
 
@@ -150,7 +169,9 @@ export async function runCommitBench(): Promise<void> {
           ratioAtP50: ratio(ourSeries.eventsPerSecondAtP50, theirSeries.eventsPerSecondAtP50),
         };
         rows.push(row);
-        console.log(`size ${size}: ${ourSeries.eventsPerSecond} ev/s vs ${theirSeries.eventsPerSecond} ev/s (ratio ${row.ratio}, at p50 ${row.ratioAtP50})`);
+        console.log(
+          `size ${size}: ${ourSeries.eventsPerSecond} ev/s vs ${theirSeries.eventsPerSecond} ev/s (ratio ${row.ratio}, at p50 ${row.ratioAtP50})`,
+        );
       }
       writeResults(rows);
     } finally {
@@ -162,7 +183,12 @@ export async function runCommitBench(): Promise<void> {
 function writeResults(rows: Row[]): void {
   const dir = join(dirname(fileURLToPath(import.meta.url)), 'results');
   mkdirSync(dir, { recursive: true });
-  const meta = { bench: 'commit', at: new Date().toISOString(), node: process.version, targets: { 'ratio@1000': 0.6, 'ratio@100': 0.5 } };
+  const meta = {
+    bench: 'commit',
+    at: new Date().toISOString(),
+    node: process.version,
+    targets: { 'ratio@1000': 0.6, 'ratio@100': 0.5 },
+  };
   writeFileSync(join(dir, 'commit.json'), `${JSON.stringify({ ...meta, rows }, null, 2)}\n`);
   const lines = [
     `# commit benchmark (${meta.at}, Node ${meta.node})`,
@@ -171,7 +197,9 @@ function writeResults(rows: Row[]): void {
     'against a hand-written transaction of the same shape (dedup INSERT + effects UPSERT + checkpoint UPDATE), same database, interleaved.',
     'Every event is a new trade, ~10% above the whale-alert threshold. events/s = events / summed latency (ratio);',
     'the p50 ratio uses median latencies instead. Targets: ratio >= 0.6 at 1,000, >= 0.5 at 100.',
-    `Machine load average at the end of the run: ${loadavg().map((l) => l.toFixed(1)).join(' ')} on ${availableParallelism()} cores.`,
+    `Machine load average at the end of the run: ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')} on ${availableParallelism()} cores.`,
     '',
     '| events/checkpoint | commitCheckpoint ev/s | p50 ms | p99 ms | hand-written ev/s | p50 ms | p99 ms | ratio | ratio at p50 |',
     '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',

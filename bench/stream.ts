@@ -69,9 +69,21 @@ async function startSimulator(checkpointEvery: number): Promise<Simulator> {
   const child = spawn(
     process.execPath,
     [
-      '--import', 'tsx', join(ROOT, 'simulator/main.ts'),
-      '--port', '0', '--seed', String(SEED), '--transitions', String(TRANSITIONS), '--api-key', API_KEY,
-      '--checkpoint-every', String(checkpointEvery), '--token-secret', 'bench-stream-secret',
+      '--import',
+      'tsx',
+      join(ROOT, 'simulator/main.ts'),
+      '--port',
+      '0',
+      '--seed',
+      String(SEED),
+      '--transitions',
+      String(TRANSITIONS),
+      '--api-key',
+      API_KEY,
+      '--checkpoint-every',
+      String(checkpointEvery),
+      '--token-secret',
+      'bench-stream-secret',
     ],
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
   );
@@ -125,12 +137,24 @@ async function captureFrames(url: string, cut: number): Promise<string[]> {
           connectionId = frame.connectionId;
           return send({ type: 'authenticate', apiKey: API_KEY });
         case 'authenticated':
-          return send({ type: 'subscribe', consumerId: 'bench-capture', subscriptionId: SUBSCRIPTION, filter: {}, start: { mode: 'from_floor' } });
+          return send({
+            type: 'subscribe',
+            consumerId: 'bench-capture',
+            subscriptionId: SUBSCRIPTION,
+            filter: {},
+            start: { mode: 'from_floor' },
+          });
         case 'subscribed':
           if (frame.cut.position !== cut) reject(new Error(`capture cut ${frame.cut.position} is not the head ${cut}`));
           return;
         case 'checkpoint':
-          send({ type: 'ack', connectionId, generation: frame.generation, position: frame.position, token: frame.token });
+          send({
+            type: 'ack',
+            connectionId,
+            generation: frame.generation,
+            position: frame.position,
+            token: frame.token,
+          });
           if (frame.position >= cut) {
             ws.close();
             resolve(frames);
@@ -169,7 +193,8 @@ function offlinePass(frames: string[]): { decodeMs: number; sessionMs: number } 
   for (const frame of decoded) {
     for (const action of session.receive(frame)) {
       if (action.type === 'commit') session.committed(action.plan, { version: ++version });
-      if (action.type === 'reconnect' || action.type === 'stop') throw new Error(`offline replay stopped: ${JSON.stringify(action)}`);
+      if (action.type === 'reconnect' || action.type === 'stop')
+        throw new Error(`offline replay stopped: ${JSON.stringify(action)}`);
     }
   }
   return { decodeMs, sessionMs: performance.now() - t };
@@ -193,10 +218,17 @@ async function streamRow(checkpointEvery: number): Promise<Row> {
     });
 
     const frames = await captureFrames(sim.url, cut);
-    const events = frames.reduce((n, text) => n + (text.includes('"type":"batch"') ? (JSON.parse(text) as { events: unknown[] }).events.length : 0), 0);
+    const events = frames.reduce(
+      (n, text) =>
+        n + (text.includes('"type":"batch"') ? (JSON.parse(text) as { events: unknown[] }).events.length : 0),
+      0,
+    );
     const checkpoints = frames.filter((text) => text.includes('"type":"checkpoint"')).length;
     const passes = Array.from({ length: OFFLINE_REPEATS }, () => offlinePass(frames));
-    const offline = { decodeMs: Math.min(...passes.map((p) => p.decodeMs)), sessionMs: Math.min(...passes.map((p) => p.sessionMs)) };
+    const offline = {
+      decodeMs: Math.min(...passes.map((p) => p.decodeMs)),
+      sessionMs: Math.min(...passes.map((p) => p.sessionMs)),
+    };
 
     const seconds = run.wallMs / 1000;
     const commits = [...run.commitMs].sort((a, b) => a - b);
@@ -210,7 +242,11 @@ async function streamRow(checkpointEvery: number): Promise<Row> {
       eventsPerSecond: Math.round(events / seconds),
       framesPerSecond: Math.round(frames.length / seconds),
       checkpointsPerSecond: round(checkpoints / seconds),
-      commit: { p50Ms: round(percentile(commits, 50), 2), p99Ms: round(percentile(commits, 99), 2), totalMs: Math.round(commits.reduce((a, b) => a + b, 0)) },
+      commit: {
+        p50Ms: round(percentile(commits, 50), 2),
+        p99Ms: round(percentile(commits, 99), 2),
+        totalMs: Math.round(commits.reduce((a, b) => a + b, 0)),
+      },
       cpuMs: Math.round(run.cpuMs),
       peakRssMb: round(run.peakRss / 2 ** 20),
       peakHeapMb: round(run.peakHeap / 2 ** 20),
@@ -259,7 +295,11 @@ async function consumeToCut(pool: pg.Pool, url: string, cut: number) {
   let abort = new AbortController();
   const consume = (start: StartDirective): Promise<ConsumeOutcome> => {
     abort = new AbortController();
-    return consumeStream(deps, { consumerId: CONSUMER, subscriptionId: SUBSCRIPTION, start, leaseMs: 600_000, expected: null }, { heartbeat: quiet, signal: abort.signal });
+    return consumeStream(
+      deps,
+      { consumerId: CONSUMER, subscriptionId: SUBSCRIPTION, start, leaseMs: 600_000, expected: null },
+      { heartbeat: quiet, signal: abort.signal },
+    );
   };
 
   fullGc();
@@ -284,7 +324,10 @@ async function consumeToCut(pool: pg.Pool, url: string, cut: number) {
     if (first.kind !== 'rebound') throw new Error(`from_floor ended ${first.kind}`);
     if (first.committed.position !== cut) {
       const rest = consume({ mode: 'resume' });
-      await Promise.race([cutCommitted, rest.then((o) => Promise.reject(new Error(`resume ended ${o.kind} before the cut`)))]);
+      await Promise.race([
+        cutCommitted,
+        rest.then((o) => Promise.reject(new Error(`resume ended ${o.kind} before the cut`))),
+      ]);
       abort.abort();
       await rest;
     }
@@ -319,10 +362,18 @@ export async function runStreamBench(): Promise<void> {
 function writeResults(rows: Row[]): void {
   const dir = join(ROOT, 'bench/results');
   mkdirSync(dir, { recursive: true });
-  const meta = { bench: 'stream', at: new Date().toISOString(), node: process.version, seed: SEED, transitions: TRANSITIONS };
+  const meta = {
+    bench: 'stream',
+    at: new Date().toISOString(),
+    node: process.version,
+    seed: SEED,
+    transitions: TRANSITIONS,
+  };
   writeFileSync(join(dir, 'stream.json'), `${JSON.stringify({ ...meta, rows }, null, 2)}\n`);
   const baselinePath = join(dir, 'stream.baseline.json');
-  const baseline = existsSync(baselinePath) ? (JSON.parse(readFileSync(baselinePath, 'utf8')) as { at: string; rows: Row[] }) : null;
+  const baseline = existsSync(baselinePath)
+    ? (JSON.parse(readFileSync(baselinePath, 'utf8')) as { at: string; rows: Row[] })
+    : null;
   const before = (every: number) => baseline?.rows.find((r) => r.checkpointEvery === every);
   const lines = [
     `# stream benchmark (${meta.at}, Node ${meta.node})`,
@@ -330,12 +381,14 @@ function writeResults(rows: Row[]): void {
     `consumeStream replays a seeded journal (seed ${SEED}, ${TRANSITIONS} transitions, all events matched) from the floor to its cut:`,
     'from_floor (which returns after its first commit), then resume until the cut checkpoint commits. The reference server runs in a',
     'child process; each row gets a fresh scratch database. Rates are over the wall time from the first call to the cut commit.',
-    'The captured-frame replay (decode / session columns) runs after the end-to-end run, so the memory columns are the streaming client\'s own.',
+    "The captured-frame replay (decode / session columns) runs after the end-to-end run, so the memory columns are the streaming client's own.",
     'cpu = client process user+system time. Peak RSS / heap are sampled every 20 ms during the run (heap includes garbage not yet',
     `collected); live heap is the largest heapUsed right after a full GC forced every ${LIVE_HEAP_EVERY_MS} ms (those GCs are part of the wall time).`,
     'decode / session: a database-free replay of the same captured frames through decodeServerFrame, then Session.receive',
     `(validation, staging, content hashes, plans), best of ${OFFLINE_REPEATS} passes.`,
-    `Machine load average at the end of the run: ${loadavg().map((l) => l.toFixed(1)).join(' ')} on ${availableParallelism()} cores.`,
+    `Machine load average at the end of the run: ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')} on ${availableParallelism()} cores.`,
     '',
     '| checkpointEvery | frames | events | checkpoints | wall ms | events/s | frames/s | checkpoints/s | commit p50 ms | commit p99 ms | commit total ms | client cpu ms | peak RSS MB | peak heap MB | live heap MB | decode ms | session ms |',
     '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
@@ -358,7 +411,9 @@ function writeResults(rows: Row[]): void {
       ...rows.map((r) => {
         const b = before(r.checkpointEvery);
         const cells = (x: Row | undefined) =>
-          x ? [x.eventsPerSecond, x.cpuMs, x.offline.decodeMs, x.offline.sessionMs, x.peakRssMb, x.liveHeapMb ?? '–'] : Array<string>(6).fill('–');
+          x
+            ? [x.eventsPerSecond, x.cpuMs, x.offline.decodeMs, x.offline.sessionMs, x.peakRssMb, x.liveHeapMb ?? '–']
+            : Array<string>(6).fill('–');
         const [bs, as] = [cells(b), cells(r)];
         return `| ${r.checkpointEvery} | ${bs.map((v, i) => `${v} | ${as[i]}`).join(' | ')} |`;
       }),

@@ -20,7 +20,12 @@ export class CliUsageError extends Error {
 }
 
 export const GAP_DECISIONS = ['from_floor', 'live_cut', 'abandon'] as const satisfies readonly GapDecision[];
-export const BINDING_DECISIONS = ['retry', 'from_floor', 'live_cut', 'abandon'] as const satisfies readonly BindingDecision[];
+export const BINDING_DECISIONS = [
+  'retry',
+  'from_floor',
+  'live_cut',
+  'abandon',
+] as const satisfies readonly BindingDecision[];
 export const QUARANTINE_DECISIONS = ['release_terminal', 'retry'] as const satisfies readonly QuarantineDecision[];
 export const INITIAL_STARTS = ['live_cut', 'from_floor'] as const;
 export const CONSUMER_PHASES = [
@@ -59,7 +64,12 @@ export type CliCommand =
   | { command: 'status'; consumerId: string; json: boolean }
   | ({ command: 'resolve-gap'; consumerId: string; decision: GapDecision } & AuditArgs)
   | ({ command: 'resolve-binding'; consumerId: string; decision: BindingDecision } & AuditArgs)
-  | ({ command: 'resolve-quarantine'; consumerId: string; decision: QuarantineDecision; eventIds: string[] | undefined } & AuditArgs)
+  | ({
+      command: 'resolve-quarantine';
+      consumerId: string;
+      decision: QuarantineDecision;
+      eventIds: string[] | undefined;
+    } & AuditArgs)
   | { command: 'rebind'; consumerId: string; filter: StreamFilter; actor: string }
   | {
       command: 'schedule-rebind';
@@ -111,7 +121,8 @@ const AUDIT_OPTIONS: [string, string][] = [
 export const COMMANDS: Record<CommandName, CommandSpec> = {
   run: {
     summary: 'the main job: local services, the reference stream, a worker and one consumer, with live progress',
-    usage: 'run [--consumer ID] [--subscription ID] [filter options] [--data-dir DIR] [--interval-ms N] [--append-every-ms N]',
+    usage:
+      'run [--consumer ID] [--subscription ID] [filter options] [--data-dir DIR] [--interval-ms N] [--append-every-ms N]',
     options: [
       ['--consumer ID', 'consumer to run (default "main")'],
       ['--subscription ID', 'subscription id (default: the consumer id)'],
@@ -129,7 +140,7 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
       ['--start MODE', 'live_cut (from the head) or from_floor (everything retained); required'],
       ['--subscription ID', 'subscription id (default: the consumer id)'],
       ...FILTER_OPTIONS,
-      ['--lease-ms N', 'how long one streaming activity runs before it returns (default: the workflow\'s)'],
+      ['--lease-ms N', "how long one streaming activity runs before it returns (default: the workflow's)"],
     ],
   },
   status: {
@@ -143,16 +154,25 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
   'resolve-gap': {
     summary: 'decide a reset_required stop: from_floor, live_cut or abandon',
     usage: 'resolve-gap --consumer ID --decision from_floor|live_cut|abandon --actor NAME --reason TEXT',
-    options: [['--consumer ID', 'consumer id (required)'], ['--decision D', GAP_DECISIONS.join(' | ')], ...AUDIT_OPTIONS],
+    options: [
+      ['--consumer ID', 'consumer id (required)'],
+      ['--decision D', GAP_DECISIONS.join(' | ')],
+      ...AUDIT_OPTIONS,
+    ],
   },
   'resolve-binding': {
     summary: 'decide a cursor_mismatch stop: retry, from_floor, live_cut or abandon',
     usage: 'resolve-binding --consumer ID --decision retry|from_floor|live_cut|abandon --actor NAME --reason TEXT',
-    options: [['--consumer ID', 'consumer id (required)'], ['--decision D', BINDING_DECISIONS.join(' | ')], ...AUDIT_OPTIONS],
+    options: [
+      ['--consumer ID', 'consumer id (required)'],
+      ['--decision D', BINDING_DECISIONS.join(' | ')],
+      ...AUDIT_OPTIONS,
+    ],
   },
   'resolve-quarantine': {
     summary: 'decide held quarantine: release_terminal or retry (all held events, or the named ones)',
-    usage: 'resolve-quarantine --consumer ID --decision release_terminal|retry [--event ID ...] --actor NAME --reason TEXT',
+    usage:
+      'resolve-quarantine --consumer ID --decision release_terminal|retry [--event ID ...] --actor NAME --reason TEXT',
     options: [
       ['--consumer ID', 'consumer id (required)'],
       ['--decision D', QUARANTINE_DECISIONS.join(' | ')],
@@ -163,7 +183,11 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
   rebind: {
     summary: 'switch a consumer to a new filter (generation + 1), resuming from its committed token',
     usage: 'rebind --consumer ID (--filter JSON | filter options) --actor NAME',
-    options: [['--consumer ID', 'consumer id (required)'], ...FILTER_OPTIONS, ['--actor NAME', 'who asks for the rebind (required)']],
+    options: [
+      ['--consumer ID', 'consumer id (required)'],
+      ...FILTER_OPTIONS,
+      ['--actor NAME', 'who asks for the rebind (required)'],
+    ],
   },
   'schedule-rebind': {
     summary: 'manage Temporal Schedules that rebind a consumer to a filter on a cron or interval',
@@ -176,7 +200,7 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
       ...FILTER_OPTIONS,
       ['--cron EXPR', '5-field cron expression, UTC'],
       ['--every DURATION', 'interval such as 30m, 6h, 1d'],
-      ['--actor NAME', 'recorded as the rebind\'s requester'],
+      ['--actor NAME', "recorded as the rebind's requester"],
       ['--schedule-id ID', 'schedule id (default whalehunt-rebind:<consumer>)'],
       ['--json', 'list as JSON'],
     ],
@@ -210,7 +234,7 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
     ],
   },
   'backfill-status': {
-    summary: 'a page consumer\'s saved progress: applied position, version, resume cursor (database only)',
+    summary: "a page consumer's saved progress: applied position, version, resume cursor (database only)",
     usage: 'backfill-status --consumer ID [--json]',
     options: [
       ['--consumer ID', 'page consumer id (required)'],
@@ -218,7 +242,8 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
     ],
   },
   sim: {
-    summary: 'run the reference stream server alone (its flags: simulator/README.md, e.g. sim --port 8787 --live-rate 2)',
+    summary:
+      'run the reference stream server alone (its flags: simulator/README.md, e.g. sim --port 8787 --live-rate 2)',
     usage: 'sim [simulator options]',
     options: [],
   },
@@ -245,7 +270,7 @@ export function generalHelp(): string {
     '',
     'Every command takes --help. Connection settings come from the environment:',
     '  TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default "default"), TASK_QUEUE, DATABASE_URL (status).',
-    '  backfill reads the worker\'s: DATABASE_URL, WHALEHUNT_URL, WHALEHUNT_API_KEY, PAGE_STREAM, PAGE_LIMIT, PAGE_CHUNK_SIZE.',
+    "  backfill reads the worker's: DATABASE_URL, WHALEHUNT_URL, WHALEHUNT_API_KEY, PAGE_STREAM, PAGE_LIMIT, PAGE_CHUNK_SIZE.",
   ].join('\n');
 }
 
@@ -294,7 +319,8 @@ export function parseCommand(argv: readonly string[]): CliCommand {
       return {
         command: 'run',
         consumerId,
-        subscriptionId: v.subscription === undefined ? consumerId : field(first, 'subscription', idSchema, v.subscription),
+        subscriptionId:
+          v.subscription === undefined ? consumerId : field(first, 'subscription', idSchema, v.subscription),
         filter: filterFrom(first, v, { required: false }),
         dataDir: typeof v['data-dir'] === 'string' && v['data-dir'] !== '' ? v['data-dir'] : '.data',
         intervalMs: optionalInt(first, 'interval-ms', v['interval-ms'], 100) ?? 1500,
@@ -313,7 +339,8 @@ export function parseCommand(argv: readonly string[]): CliCommand {
       return {
         command: 'start',
         consumerId,
-        subscriptionId: v.subscription === undefined ? consumerId : field(first, 'subscription', idSchema, v.subscription),
+        subscriptionId:
+          v.subscription === undefined ? consumerId : field(first, 'subscription', idSchema, v.subscription),
         filter: filterFrom(first, v, { required: false }),
         start: choice(first, 'start', INITIAL_STARTS, v.start),
         leaseMs: optionalInt(first, 'lease-ms', v['lease-ms'], 1000),
@@ -328,10 +355,16 @@ export function parseCommand(argv: readonly string[]): CliCommand {
     case 'pause':
     case 'resume': {
       const hasDecision = first === 'resolve-gap' || first === 'resolve-binding';
-      const v = parse(first, rest, { consumer: { type: 'string' }, ...(hasDecision ? { decision: { type: 'string' } } : {}), ...AUDIT_FLAGS });
+      const v = parse(first, rest, {
+        consumer: { type: 'string' },
+        ...(hasDecision ? { decision: { type: 'string' } } : {}),
+        ...AUDIT_FLAGS,
+      });
       const base = { consumerId: requiredId(first, 'consumer', v), ...audit(first, v) };
-      if (first === 'resolve-gap') return { command: first, ...base, decision: choice(first, 'decision', GAP_DECISIONS, v.decision) };
-      if (first === 'resolve-binding') return { command: first, ...base, decision: choice(first, 'decision', BINDING_DECISIONS, v.decision) };
+      if (first === 'resolve-gap')
+        return { command: first, ...base, decision: choice(first, 'decision', GAP_DECISIONS, v.decision) };
+      if (first === 'resolve-binding')
+        return { command: first, ...base, decision: choice(first, 'decision', BINDING_DECISIONS, v.decision) };
       return { command: first, ...base };
     }
     case 'resolve-quarantine': {
@@ -376,7 +409,11 @@ export function parseCommand(argv: readonly string[]): CliCommand {
       return { command: first, consumerId: requiredId(first, 'consumer', v), json: v.json === true };
     }
     case 'list': {
-      const v = parse(first, rest, { consumer: { type: 'string' }, phase: { type: 'string' }, json: { type: 'boolean' } });
+      const v = parse(first, rest, {
+        consumer: { type: 'string' },
+        phase: { type: 'string' },
+        json: { type: 'boolean' },
+      });
       return {
         command: first,
         consumerId: v.consumer === undefined ? undefined : field(first, 'consumer', idSchema, v.consumer),
@@ -412,9 +449,15 @@ function parseScheduleRebind(argv: readonly string[]): CliCommand {
         command: name,
         action,
         consumerId,
-        scheduleId: v['schedule-id'] === undefined ? defaultScheduleId(consumerId) : field(name, 'schedule-id', idSchema, v['schedule-id']),
+        scheduleId:
+          v['schedule-id'] === undefined
+            ? defaultScheduleId(consumerId)
+            : field(name, 'schedule-id', idSchema, v['schedule-id']),
         filter: filterFrom(name, v, { required: true }),
-        timing: v.cron !== undefined ? { cron: field(name, 'cron', cronSchema, v.cron) } : { every: field(name, 'every', durationSchema, v.every) },
+        timing:
+          v.cron !== undefined
+            ? { cron: field(name, 'cron', cronSchema, v.cron) }
+            : { every: field(name, 'every', durationSchema, v.every) },
         actor: requiredText(name, 'actor', v.actor),
       };
     }
@@ -440,7 +483,9 @@ function parseScheduleRebind(argv: readonly string[]): CliCommand {
     }
     default:
       throw new CliUsageError(
-        action === undefined ? `${name}: missing action (create, list or delete)` : `${name}: unknown action "${action}" (create, list or delete)`,
+        action === undefined
+          ? `${name}: missing action (create, list or delete)`
+          : `${name}: unknown action "${action}" (create, list or delete)`,
         name,
       );
   }
@@ -477,10 +522,19 @@ function audit(command: CommandName, v: Values): AuditArgs {
   return { actor: requiredText(command, 'actor', v.actor), reason: requiredText(command, 'reason', v.reason) };
 }
 
-function choice<const T extends readonly string[]>(command: CommandName, option: string, allowed: T, value: unknown): T[number] {
-  if (value === undefined) throw new CliUsageError(`${command}: --${option} is required (one of ${allowed.join(', ')})`, command);
+function choice<const T extends readonly string[]>(
+  command: CommandName,
+  option: string,
+  allowed: T,
+  value: unknown,
+): T[number] {
+  if (value === undefined)
+    throw new CliUsageError(`${command}: --${option} is required (one of ${allowed.join(', ')})`, command);
   if (typeof value !== 'string' || !allowed.includes(value)) {
-    throw new CliUsageError(`${command}: invalid --${option} ${JSON.stringify(value)}; expected one of ${allowed.join(', ')}`, command);
+    throw new CliUsageError(
+      `${command}: invalid --${option} ${JSON.stringify(value)}; expected one of ${allowed.join(', ')}`,
+      command,
+    );
   }
   return value;
 }
@@ -498,7 +552,10 @@ function filterFrom(command: CommandName, v: Values, opts: { required: boolean }
   let candidate: unknown;
   if (v.filter !== undefined) {
     if (fieldFlags.length > 0) {
-      throw new CliUsageError(`${command}: give either --filter or ${fieldFlags.map((f) => `--${f}`).join('/')}, not both`, command);
+      throw new CliUsageError(
+        `${command}: give either --filter or ${fieldFlags.map((f) => `--${f}`).join('/')}, not both`,
+        command,
+      );
     }
     try {
       candidate = JSON.parse(v.filter as string);
@@ -509,12 +566,19 @@ function filterFrom(command: CommandName, v: Values, opts: { required: boolean }
     const built: Record<string, unknown> = {};
     for (const flag of FILTER_LIST_FLAGS) {
       const raw = v[flag];
-      if (typeof raw === 'string') built[flag] = raw.split(',').map((s) => s.trim()).filter((s) => s !== '');
+      if (typeof raw === 'string')
+        built[flag] = raw
+          .split(',')
+          .map((s) => s.trim())
+          .filter((s) => s !== '');
     }
     if (typeof v['min-notional'] === 'string') built.minNotional = v['min-notional'];
     candidate = built;
   } else if (opts.required) {
-    throw new CliUsageError(`${command}: a filter is required (--filter JSON, or --kinds/--markets/--wallets/--min-notional)`, command);
+    throw new CliUsageError(
+      `${command}: a filter is required (--filter JSON, or --kinds/--markets/--wallets/--min-notional)`,
+      command,
+    );
   } else {
     candidate = {};
   }

@@ -66,7 +66,9 @@ export async function runBackfill(cmd: BackfillCommand, env: NodeJS.ProcessEnv, 
       if (counters.pages === lastPages && counters.chunks === lastChunks) return;
       lastPages = counters.pages;
       lastChunks = counters.chunks;
-      say(`  pages ${counters.pages}  chunks ${counters.chunks}  applied position ${appliedPosition}  version ${version}  new ${counters.applied}  recognised ${counters.recognised}`);
+      say(
+        `  pages ${counters.pages}  chunks ${counters.chunks}  applied position ${appliedPosition}  version ${version}  new ${counters.applied}  recognised ${counters.recognised}`,
+      );
     };
     const outcome = await consumePages(
       {
@@ -83,7 +85,11 @@ export async function runBackfill(cmd: BackfillCommand, env: NodeJS.ProcessEnv, 
         },
         log: { info: () => undefined, warn: logLine('warn'), error: logLine('error') },
       },
-      { consumerId: cmd.consumerId, filter: cmd.filter, ...(cmd.maxPages === undefined ? {} : { maxPages: cmd.maxPages }) },
+      {
+        consumerId: cmd.consumerId,
+        filter: cmd.filter,
+        ...(cmd.maxPages === undefined ? {} : { maxPages: cmd.maxPages }),
+      },
       { heartbeat, signal: abort.signal },
     );
     const { counters, progress } = outcome;
@@ -98,7 +104,11 @@ export async function runBackfill(cmd: BackfillCommand, env: NodeJS.ProcessEnv, 
     if (error instanceof CliError) throw error;
     const message = error instanceof Error ? error.message : String(error);
     const code = (error as { code?: unknown }).code;
-    throw new CliError('backfill_failed', scrub(`backfill ${cmd.consumerId} failed${typeof code === 'string' ? ` (${code})` : ''}: ${message}`), { cause: error });
+    throw new CliError(
+      'backfill_failed',
+      scrub(`backfill ${cmd.consumerId} failed${typeof code === 'string' ? ` (${code})` : ''}: ${message}`),
+      { cause: error },
+    );
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
@@ -134,15 +144,24 @@ export function describeOutcome(outcome: PageOutcome): string {
   }
 }
 
-export async function showBackfillStatus(cmd: BackfillStatusCommand, env: NodeJS.ProcessEnv, io: BackfillIo): Promise<number> {
+export async function showBackfillStatus(
+  cmd: BackfillStatusCommand,
+  env: NodeJS.ProcessEnv,
+  io: BackfillIo,
+): Promise<number> {
   const { databaseUrl } = loadCliConfig(env);
   if (!databaseUrl) throw new CliError('config_invalid', 'backfill-status reads the database: set DATABASE_URL');
   const pool = createPool(databaseUrl, { max: 1 });
   try {
     const progress = await loadPageProgress(pool, cmd.consumerId).catch((cause: unknown) => {
-      throw new CliError('database_unavailable', `could not read page progress: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+      throw new CliError(
+        'database_unavailable',
+        `could not read page progress: ${cause instanceof Error ? cause.message : String(cause)}`,
+        { cause },
+      );
     });
-    if (!progress) throw new CliError('unknown_consumer', `no page consumer ${cmd.consumerId} (it has never run a backfill)`);
+    if (!progress)
+      throw new CliError('unknown_consumer', `no page consumer ${cmd.consumerId} (it has never run a backfill)`);
     if (cmd.json) {
       io.out(JSON.stringify(progress));
       return 0;

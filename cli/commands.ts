@@ -57,7 +57,9 @@ export async function startConsumer(session: TemporalSession, cmd: Of<'start'>, 
         { key: phaseSearchAttribute, value: 'streaming' },
       ],
     });
-    io.out(`started consumer ${cmd.consumerId}: workflow ${workflowId} run ${handle.firstExecutionRunId} (first start ${cmd.start}, filter ${JSON.stringify(cmd.filter)})`);
+    io.out(
+      `started consumer ${cmd.consumerId}: workflow ${workflowId} run ${handle.firstExecutionRunId} (first start ${cmd.start}, filter ${JSON.stringify(cmd.filter)})`,
+    );
   } catch (error) {
     if (error instanceof WorkflowExecutionAlreadyStartedError) {
       throw new CliError(
@@ -69,14 +71,22 @@ export async function startConsumer(session: TemporalSession, cmd: Of<'start'>, 
   }
 }
 
-export async function showStatus(session: TemporalSession, pool: pg.Pool | null, cmd: Of<'status'>, io: CommandIo): Promise<void> {
+export async function showStatus(
+  session: TemporalSession,
+  pool: pg.Pool | null,
+  cmd: Of<'status'>,
+  io: CommandIo,
+): Promise<void> {
   const report = await consumerReport(session, pool, cmd.consumerId);
   if (cmd.json) {
     // Mappings can be large and say nothing about progress; the count is enough here.
     const binding = report.database?.state.binding;
     const database = report.database && {
       ...report.database,
-      state: { ...report.database.state, binding: binding && { ...binding, mappings: Object.keys(binding.mappings).length } },
+      state: {
+        ...report.database.state,
+        binding: binding && { ...binding, mappings: Object.keys(binding.mappings).length },
+      },
     };
     io.out(JSON.stringify({ ...report, database }, null, 2));
   } else {
@@ -84,7 +94,10 @@ export async function showStatus(session: TemporalSession, pool: pg.Pool | null,
   }
 }
 
-/** Runs a decision update; a rejection (invalid input, wrong phase) becomes decision_rejected with the workflow's reason. */
+/**
+ * Runs a decision update; a rejection (invalid input, wrong phase) becomes decision_rejected with the workflow's
+ * reason.
+ */
 async function decide(
   session: TemporalSession,
   consumerId: string,
@@ -98,7 +111,9 @@ async function decide(
   } catch (error) {
     if (error instanceof WorkflowUpdateFailedError) {
       const reason = error.cause instanceof Error ? error.cause.message : error.message;
-      throw new CliError('decision_rejected', `${what} rejected by consumer "${consumerId}": ${reason}`, { cause: error });
+      throw new CliError('decision_rejected', `${what} rejected by consumer "${consumerId}": ${reason}`, {
+        cause: error,
+      });
     }
     throw error;
   }
@@ -106,26 +121,47 @@ async function decide(
 
 export async function resolveGap(session: TemporalSession, cmd: Of<'resolve-gap'>, io: CommandIo): Promise<void> {
   const status = await decide(session, cmd.consumerId, 'gap decision', (handle) =>
-    handle.executeUpdate(resolveGapUpdate, { args: [{ decision: cmd.decision, actor: cmd.actor, reason: cmd.reason }] }),
+    handle.executeUpdate(resolveGapUpdate, {
+      args: [{ decision: cmd.decision, actor: cmd.actor, reason: cmd.reason }],
+    }),
   );
   io.out(`gap decision ${cmd.decision} recorded for ${cmd.consumerId} by ${cmd.actor}; phase now ${status.phase}`);
 }
 
-export async function resolveBinding(session: TemporalSession, cmd: Of<'resolve-binding'>, io: CommandIo): Promise<void> {
+export async function resolveBinding(
+  session: TemporalSession,
+  cmd: Of<'resolve-binding'>,
+  io: CommandIo,
+): Promise<void> {
   const status = await decide(session, cmd.consumerId, 'binding decision', (handle) =>
-    handle.executeUpdate(resolveBindingUpdate, { args: [{ decision: cmd.decision, actor: cmd.actor, reason: cmd.reason }] }),
+    handle.executeUpdate(resolveBindingUpdate, {
+      args: [{ decision: cmd.decision, actor: cmd.actor, reason: cmd.reason }],
+    }),
   );
   io.out(`binding decision ${cmd.decision} recorded for ${cmd.consumerId} by ${cmd.actor}; phase now ${status.phase}`);
 }
 
-export async function resolveQuarantine(session: TemporalSession, cmd: Of<'resolve-quarantine'>, io: CommandIo): Promise<void> {
+export async function resolveQuarantine(
+  session: TemporalSession,
+  cmd: Of<'resolve-quarantine'>,
+  io: CommandIo,
+): Promise<void> {
   const status = await decide(session, cmd.consumerId, 'quarantine decision', (handle) =>
     handle.executeUpdate(resolveQuarantineUpdate, {
-      args: [{ decision: cmd.decision, actor: cmd.actor, reason: cmd.reason, ...(cmd.eventIds ? { eventIds: cmd.eventIds } : {}) }],
+      args: [
+        {
+          decision: cmd.decision,
+          actor: cmd.actor,
+          reason: cmd.reason,
+          ...(cmd.eventIds ? { eventIds: cmd.eventIds } : {}),
+        },
+      ],
     }),
   );
   const scope = cmd.eventIds ? `events ${cmd.eventIds.join(', ')}` : 'all held events';
-  io.out(`quarantine decision ${cmd.decision} (${scope}) recorded for ${cmd.consumerId} by ${cmd.actor}; phase now ${status.phase}`);
+  io.out(
+    `quarantine decision ${cmd.decision} (${scope}) recorded for ${cmd.consumerId} by ${cmd.actor}; phase now ${status.phase}`,
+  );
 }
 
 export async function rebind(session: TemporalSession, cmd: Of<'rebind'>, io: CommandIo): Promise<void> {
@@ -139,10 +175,17 @@ export async function rebind(session: TemporalSession, cmd: Of<'rebind'>, io: Co
   );
 }
 
-export async function pauseOrResume(session: TemporalSession, cmd: Of<'pause'> | Of<'resume'>, io: CommandIo): Promise<void> {
+export async function pauseOrResume(
+  session: TemporalSession,
+  cmd: Of<'pause'> | Of<'resume'>,
+  io: CommandIo,
+): Promise<void> {
   const workflow = await findConsumer(session, cmd.consumerId);
   requireRunning(cmd.consumerId, workflow);
-  await workflow.handle.signal(cmd.command === 'pause' ? pauseSignal : resumeSignal, { actor: cmd.actor, reason: cmd.reason });
+  await workflow.handle.signal(cmd.command === 'pause' ? pauseSignal : resumeSignal, {
+    actor: cmd.actor,
+    reason: cmd.reason,
+  });
   io.out(
     cmd.command === 'pause'
       ? `pause requested for ${cmd.consumerId}: it stops at its next checkpoint boundary`
@@ -155,7 +198,14 @@ export async function listConsumers(session: TemporalSession, cmd: Of<'list'>, i
   const clauses = [`WorkflowType = "consumerWorkflow"`];
   if (cmd.consumerId) clauses.push(`${consumerIdSearchAttribute.name} = "${cmd.consumerId}"`);
   if (cmd.phase) clauses.push(`${phaseSearchAttribute.name} = "${cmd.phase}"`);
-  const rows: { consumerId: string | null; phase: string | null; status: string; workflowId: string; runId: string; startTime: string }[] = [];
+  const rows: {
+    consumerId: string | null;
+    phase: string | null;
+    status: string;
+    workflowId: string;
+    runId: string;
+    startTime: string;
+  }[] = [];
   for await (const execution of session.client.workflow.list({ query: clauses.join(' AND ') })) {
     rows.push({
       consumerId: execution.typedSearchAttributes.get(consumerIdSearchAttribute) ?? null,
@@ -177,17 +227,30 @@ export async function listConsumers(session: TemporalSession, cmd: Of<'list'>, i
   const header = ['CONSUMER', 'PHASE', 'STATUS', 'STARTED'];
   const table = [header, ...rows.map((r) => [r.consumerId ?? r.workflowId, r.phase ?? '-', r.status, r.startTime])];
   const widths = header.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
-  for (const row of table) io.out(row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd());
+  for (const row of table)
+    io.out(
+      row
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    );
 }
 
-export async function scheduleRebind(session: TemporalSession, cmd: Of<'schedule-rebind'>, io: CommandIo): Promise<void> {
+export async function scheduleRebind(
+  session: TemporalSession,
+  cmd: Of<'schedule-rebind'>,
+  io: CommandIo,
+): Promise<void> {
   switch (cmd.action) {
     case 'create': {
       const input: RebindWorkflowInput = { consumerId: cmd.consumerId, filter: cmd.filter, requestedBy: cmd.actor };
       try {
         await session.client.schedule.create<typeof rebindWorkflow>({
           scheduleId: cmd.scheduleId,
-          spec: 'cron' in cmd.timing ? { cronExpressions: [cmd.timing.cron] } : { intervals: [{ every: cmd.timing.every as `${number}s` }] },
+          spec:
+            'cron' in cmd.timing
+              ? { cronExpressions: [cmd.timing.cron] }
+              : { intervals: [{ every: cmd.timing.every as `${number}s` }] },
           action: {
             type: 'startWorkflow',
             workflowType: 'rebindWorkflow',
@@ -201,7 +264,10 @@ export async function scheduleRebind(session: TemporalSession, cmd: Of<'schedule
         });
       } catch (error) {
         if (error instanceof ScheduleAlreadyRunning) {
-          throw new CliError('schedule_exists', `schedule ${cmd.scheduleId} already exists; delete it first to change it`);
+          throw new CliError(
+            'schedule_exists',
+            `schedule ${cmd.scheduleId} already exists; delete it first to change it`,
+          );
         }
         throw error;
       }
@@ -220,8 +286,12 @@ export async function scheduleRebind(session: TemporalSession, cmd: Of<'schedule
       for (const s of rows) {
         const next = s.info.nextActionTimes[0]?.toISOString() ?? null;
         const consumerId = typeof s.memo?.consumerId === 'string' ? s.memo.consumerId : null;
-        if (cmd.json) io.out(JSON.stringify({ scheduleId: s.scheduleId, consumerId, paused: s.state.paused, nextActionAt: next }));
-        else io.out(`${s.scheduleId}  consumer ${consumerId ?? '-'}  next ${next ?? '-'}${s.state.paused ? '  (paused)' : ''}`);
+        if (cmd.json)
+          io.out(JSON.stringify({ scheduleId: s.scheduleId, consumerId, paused: s.state.paused, nextActionAt: next }));
+        else
+          io.out(
+            `${s.scheduleId}  consumer ${consumerId ?? '-'}  next ${next ?? '-'}${s.state.paused ? '  (paused)' : ''}`,
+          );
       }
       return;
     }
@@ -229,7 +299,8 @@ export async function scheduleRebind(session: TemporalSession, cmd: Of<'schedule
       try {
         await session.client.schedule.getHandle(cmd.scheduleId).delete();
       } catch (error) {
-        if (error instanceof ScheduleNotFoundError) throw new CliError('unknown_schedule', `unknown schedule "${cmd.scheduleId}"`);
+        if (error instanceof ScheduleNotFoundError)
+          throw new CliError('unknown_schedule', `unknown schedule "${cmd.scheduleId}"`);
         throw error;
       }
       io.out(`schedule ${cmd.scheduleId} deleted`);

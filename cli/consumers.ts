@@ -1,6 +1,12 @@
 // Reading a consumer from both sides: the workflow (describe, the `status` query, the streaming activity's
 // last heartbeat) and the database (the committed checkpoint and its effects, the authority on progress).
-import { Client, Connection, WorkflowNotFoundError, type WorkflowExecutionDescription, type WorkflowHandle } from '@temporalio/client';
+import {
+  Client,
+  Connection,
+  WorkflowNotFoundError,
+  type WorkflowExecutionDescription,
+  type WorkflowHandle,
+} from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type pg from 'pg';
 import type { StreamHeartbeat } from '../activities/types.js';
@@ -64,12 +70,20 @@ export async function findConsumer(session: TemporalSession, consumerId: string)
 export function requireRunning(consumerId: string, workflow: ConsumerWorkflow): void {
   const status = workflow.description.status.name;
   if (status !== 'RUNNING') {
-    throw new CliError('not_running', `consumer "${consumerId}" is not running (its workflow ${workflow.handle.workflowId} is ${status})`);
+    throw new CliError(
+      'not_running',
+      `consumer "${consumerId}" is not running (its workflow ${workflow.handle.workflowId} is ${status})`,
+    );
   }
 }
 
 /** Runs a call that needs a worker's answer, bounded: a silent task queue becomes a clear error. */
-export async function withAnswerTimeout<T>(session: TemporalSession, what: string, fn: () => Promise<T>, timeoutMs = ANSWER_TIMEOUT_MS): Promise<T> {
+export async function withAnswerTimeout<T>(
+  session: TemporalSession,
+  what: string,
+  fn: () => Promise<T>,
+  timeoutMs = ANSWER_TIMEOUT_MS,
+): Promise<T> {
   const signal = AbortSignal.timeout(timeoutMs);
   try {
     return await session.connection.withAbortSignal(signal, fn);
@@ -114,7 +128,11 @@ export interface ConsumerReport {
 }
 
 /** Everything `status` shows. Unknown only when neither Temporal nor the database knows the consumer. */
-export async function consumerReport(session: TemporalSession, pool: pg.Pool | null, consumerId: string): Promise<ConsumerReport> {
+export async function consumerReport(
+  session: TemporalSession,
+  pool: pg.Pool | null,
+  consumerId: string,
+): Promise<ConsumerReport> {
   let workflow: ConsumerWorkflow | null = null;
   try {
     workflow = await findConsumer(session, consumerId);
@@ -164,8 +182,13 @@ export async function consumerReport(session: TemporalSession, pool: pg.Pool | n
 }
 
 /** Head and lag as the freshest source knows them: the heartbeat, else the workflow's counters. */
-export function headAndLag(report: ConsumerReport): { position: number | null; head: number | null; lag: number | null } {
-  const position = report.database?.state.position ?? report.heartbeat?.position ?? report.status?.committed?.position ?? null;
+export function headAndLag(report: ConsumerReport): {
+  position: number | null;
+  head: number | null;
+  lag: number | null;
+} {
+  const position =
+    report.database?.state.position ?? report.heartbeat?.position ?? report.status?.committed?.position ?? null;
   const lastHead = report.heartbeat?.headPosition ?? report.status?.counters.lastHeadPosition ?? null;
   // The head is learnt at subscribe time; a live consumer is past it, and the head is at least where it is.
   const head = lastHead !== null && position !== null ? Math.max(lastHead, position) : lastHead;

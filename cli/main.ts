@@ -39,7 +39,11 @@ const processIo: CliIo = {
   err: (text) => void process.stderr.write(`${text}\n`),
 };
 
-export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = process.env, io: CliIo = processIo): Promise<number> {
+export async function main(
+  argv: readonly string[],
+  env: NodeJS.ProcessEnv = process.env,
+  io: CliIo = processIo,
+): Promise<number> {
   let command: CliCommand;
   try {
     command = parseCommand(argv);

@@ -19,7 +19,13 @@ import { installRuntime, startWorkerRuntime, type WorkerRuntime } from '../worke
 import { consumerWorkflowId, statusQuery, type ConsumerStatus } from '../workflows/definitions.js';
 import type { CliCommand } from './args.js';
 import { startConsumer, type CommandIo } from './commands.js';
-import { connectTemporal, findConsumer, streamHeartbeat, withAnswerTimeout, type TemporalSession } from './consumers.js';
+import {
+  connectTemporal,
+  findConsumer,
+  streamHeartbeat,
+  withAnswerTimeout,
+  type TemporalSession,
+} from './consumers.js';
 import { CliError } from './errors.js';
 import { groupDecimal } from './format.js';
 import { DUPLICATE_SIGNAL_MS } from './signals.js';
@@ -116,7 +122,11 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
       wakeShutdown();
     });
 
-    const session = await connectTemporal({ temporal: services.temporal, taskQueue: config.taskQueue, databaseUrl: services.databaseUrl });
+    const session = await connectTemporal({
+      temporal: services.temporal,
+      taskQueue: config.taskQueue,
+      databaseUrl: services.databaseUrl,
+    });
     stops.push({ name: 'Temporal client', stop: () => session.close() });
     await ensureConsumer(session, cmd, config, io);
     printWhereToLook(io, services, cmd, env);
@@ -133,7 +143,9 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
         if (name) io.err(`stopping ${name}`);
         await stop();
       } catch (error) {
-        io.err(`${name ? `stopping ${name}` : 'shutdown step'} failed: ${error instanceof Error ? error.message : String(error)}`);
+        io.err(
+          `${name ? `stopping ${name}` : 'shutdown step'} failed: ${error instanceof Error ? error.message : String(error)}`,
+        );
       }
     }
     process.off('SIGINT', onSignal);
@@ -183,7 +195,9 @@ async function openStream(env: NodeJS.ProcessEnv, dataDir: string, cmd: RunComma
     tokenSecret,
     liveAppendRate: 1000 / cmd.appendEveryMs,
   });
-  io.out(`stream: reference server ${server.url} (history ${journal.historyId}, head ${journal.head}, ${(1000 / cmd.appendEveryMs).toFixed(1)} live transitions/s)`);
+  io.out(
+    `stream: reference server ${server.url} (history ${journal.historyId}, head ${journal.head}, ${(1000 / cmd.appendEveryMs).toFixed(1)} live transitions/s)`,
+  );
   return { url: server.url, apiKey, server, journal };
 }
 
@@ -201,7 +215,9 @@ async function openJournal(path: string, io: RunIo): Promise<Journal> {
     await journal.save(path);
     io.out(`stream: generated a reference journal of ${journal.size} transitions in ${path}`);
   }
-  journal.onAppend((transition) => appendFileSync(path, `${JSON.stringify({ record: 'transition', ...transition })}\n`, 'utf8'));
+  journal.onAppend((transition) =>
+    appendFileSync(path, `${JSON.stringify({ record: 'transition', ...transition })}\n`, 'utf8'),
+  );
   return journal;
 }
 
@@ -223,7 +239,12 @@ function workerConfig(env: NodeJS.ProcessEnv, services: LocalServices, stream: S
   });
 }
 
-async function ensureConsumer(session: TemporalSession, cmd: RunCommand, config: WorkerConfig, io: RunIo): Promise<void> {
+async function ensureConsumer(
+  session: TemporalSession,
+  cmd: RunCommand,
+  config: WorkerConfig,
+  io: RunIo,
+): Promise<void> {
   try {
     const existing = await findConsumer(session, cmd.consumerId);
     if (existing.description.status.name === 'RUNNING') {
@@ -237,7 +258,14 @@ async function ensureConsumer(session: TemporalSession, cmd: RunCommand, config:
   // the workflow adopts the database's state before it streams.
   await startConsumer(
     session,
-    { command: 'start', consumerId: cmd.consumerId, subscriptionId: cmd.subscriptionId, filter: cmd.filter, start: 'from_floor', leaseMs: config.leaseMs },
+    {
+      command: 'start',
+      consumerId: cmd.consumerId,
+      subscriptionId: cmd.subscriptionId,
+      filter: cmd.filter,
+      start: 'from_floor',
+      leaseMs: config.leaseMs,
+    },
     io,
   );
 }
@@ -245,7 +273,9 @@ async function ensureConsumer(session: TemporalSession, cmd: RunCommand, config:
 function printWhereToLook(io: RunIo, services: LocalServices, cmd: RunCommand, env: NodeJS.ProcessEnv): void {
   const workflowId = consumerWorkflowId(cmd.consumerId);
   if (services.temporal.uiUrl) {
-    io.out(`Temporal UI: ${services.temporal.uiUrl}/namespaces/${services.temporal.namespace}/workflows/${encodeURIComponent(workflowId)}`);
+    io.out(
+      `Temporal UI: ${services.temporal.uiUrl}/namespaces/${services.temporal.namespace}/workflows/${encodeURIComponent(workflowId)}`,
+    );
   }
   // A configured DATABASE_URL may hold a real password: point at it instead of printing it.
   const databaseUrl = env.DATABASE_URL?.trim() ? '"$DATABASE_URL"' : services.databaseUrl;
@@ -300,10 +330,12 @@ async function showProgress({ session, pool, cmd, stream, io, until, lastSeen }:
   let lastStop: string | null = null;
   const tty = process.stdout.isTTY === true;
   while (!stopped) {
-    const line: ProgressLine = await progressLine(session, pool, cmd, stream, meter, lastSeen).catch((error: unknown) => ({
-      text: `progress unavailable: ${error instanceof Error ? error.message : String(error)}`,
-      stop: null,
-    }));
+    const line: ProgressLine = await progressLine(session, pool, cmd, stream, meter, lastSeen).catch(
+      (error: unknown) => ({
+        text: `progress unavailable: ${error instanceof Error ? error.message : String(error)}`,
+        stop: null,
+      }),
+    );
     if (line.stop && line.stop !== lastStop) io.out(`${tty ? '\n' : ''}${line.stop}`);
     lastStop = line.stop;
     if (tty) process.stdout.write(`\r\x1b[K${line.text}`);
@@ -324,7 +356,9 @@ async function progressLine(
   const workflow = await findConsumer(session, cmd.consumerId);
   const heartbeat = streamHeartbeat(workflow.description);
   const [status, summary] = await Promise.all([
-    withAnswerTimeout(session, 'status query', () => workflow.handle.query(statusQuery), 3_000).catch((): ConsumerStatus | null => null),
+    withAnswerTimeout(session, 'status query', () => workflow.handle.query(statusQuery), 3_000).catch(
+      (): ConsumerStatus | null => null,
+    ),
     consumerSummary(pool, cmd.consumerId),
   ]);
   if (summary) lastSeen.summary = summary;
@@ -342,7 +376,9 @@ async function progressLine(
     `v${fmt(summary?.state.version ?? null)}`,
     ...effects(summary),
   ].join('  ');
-  const stop = status?.stop ? `consumer waits: ${status.stop.reason}\n  resolve with: ${status.stop.resolveWith}` : null;
+  const stop = status?.stop
+    ? `consumer waits: ${status.stop.reason}\n  resolve with: ${status.stop.resolveWith}`
+    : null;
   return { text, stop };
 }
 

@@ -45,7 +45,11 @@ export async function commitCheckpoint(pool: pg.Pool, plan: CheckpointPlan): Pro
   const outcome = await inTransaction(pool, 'commitCheckpoint', plan.consumerId, async (client): Promise<Outcome> => {
     const saved = await lockCheckpoint(client, plan.consumerId);
     if (!saved || saved.leaseEpoch !== plan.fence.leaseEpoch || saved.version !== plan.fence.version) {
-      throw new Fenced(plan.consumerId, plan.fence, saved ? { leaseEpoch: saved.leaseEpoch, version: saved.version } : null);
+      throw new Fenced(
+        plan.consumerId,
+        plan.fence,
+        saved ? { leaseEpoch: saved.leaseEpoch, version: saved.version } : null,
+      );
     }
     validatePlanAgainstSaved(plan, saved);
 
@@ -66,14 +70,24 @@ export async function commitCheckpoint(pool: pg.Pool, plan: CheckpointPlan): Pro
   });
   if (outcome.kind === 'held') {
     throw new HeldQuarantine(
-      outcome.held.map(({ eventId, entityId, kind, position, reason }) => ({ eventId, entityId, kind, position, reason })),
+      outcome.held.map(({ eventId, entityId, kind, position, reason }) => ({
+        eventId,
+        entityId,
+        kind,
+        position,
+        reason,
+      })),
     );
   }
   return outcome.result;
 }
 
 /** The read step: receipts, quarantine records and executions the events touch (also used by the page consumer). */
-export async function readExisting(client: pg.PoolClient, consumerId: string, events: readonly StagedEvent[]): Promise<ExistingRows> {
+export async function readExisting(
+  client: pg.PoolClient,
+  consumerId: string,
+  events: readonly StagedEvent[],
+): Promise<ExistingRows> {
   const receipts = new Map<string, ExistingReceipt>();
   const quarantine = new Map<string, ExistingQuarantine>();
   const executions = new Map<string, ExecutionState>();
@@ -102,7 +116,8 @@ export async function readExisting(client: pg.PoolClient, consumerId: string, ev
     values: [consumerId, eventIds],
   });
   for (const row of byEvent.rows) {
-    if (row.receipt_hash !== null && row.outcome !== null) receipts.set(row.event_id, { contentHash: row.receipt_hash, outcome: row.outcome });
+    if (row.receipt_hash !== null && row.outcome !== null)
+      receipts.set(row.event_id, { contentHash: row.receipt_hash, outcome: row.outcome });
     if (row.quarantine_hash !== null && row.disposition !== null) {
       quarantine.set(row.event_id, { contentHash: row.quarantine_hash, disposition: row.disposition });
     }
@@ -153,7 +168,11 @@ export async function readExisting(client: pg.PoolClient, consumerId: string, ev
 }
 
 /** Held records, or terminal ones. A held record seen again stays held; a retried one is held again. */
-export async function writeQuarantine(client: pg.PoolClient, consumerId: string, records: QuarantineWrite[]): Promise<void> {
+export async function writeQuarantine(
+  client: pg.PoolClient,
+  consumerId: string,
+  records: QuarantineWrite[],
+): Promise<void> {
   if (records.length === 0) return;
   await client.query(
     `INSERT INTO quarantine (consumer_id, event_id, entity_id, kind, position, ordinal, content_hash, reason, disposition)
@@ -270,30 +289,68 @@ SELECT (SELECT version FROM checkpoint) AS version,
        (SELECT count(*) FROM quality)::int AS quality_updated,
        (SELECT count(*) FROM outboxed)::int AS outboxed`;
 
-/** $1-$49 of EFFECT_WRITE_CTES: the consumer and decide()'s writes; `asOf` is the position saved with quality notices. */
+/**
+ * $1-$49 of EFFECT_WRITE_CTES: the consumer and decide()'s writes; `asOf` is the position saved with quality notices.
+ */
 export function effectWriteValues(consumerId: string, writes: CommitWrites, asOf: number): unknown[] {
   const { receipts: r, executions: e, revisions: v, marketDeltas: m, quarantine: q, quality: n, outbox: o } = writes;
   return [
     consumerId,
     // $2-$6 receipts
-    r.map((x) => x.eventId), r.map((x) => x.contentHash), r.map((x) => x.position), r.map((x) => x.ordinal), r.map((x) => x.outcome),
+    r.map((x) => x.eventId),
+    r.map((x) => x.contentHash),
+    r.map((x) => x.position),
+    r.map((x) => x.ordinal),
+    r.map((x) => x.outcome),
     // $7-$19 executions
-    e.map((x) => x.entityId), e.map((x) => x.revision), e.map((x) => x.market), e.map((x) => x.asset), e.map((x) => x.side),
-    e.map((x) => x.price), e.map((x) => x.size), e.map((x) => x.notional), e.map((x) => x.wallet), e.map((x) => x.txHash),
-    e.map((x) => x.firstPosition), e.map((x) => x.lastPosition), e.map((x) => x.eventId),
+    e.map((x) => x.entityId),
+    e.map((x) => x.revision),
+    e.map((x) => x.market),
+    e.map((x) => x.asset),
+    e.map((x) => x.side),
+    e.map((x) => x.price),
+    e.map((x) => x.size),
+    e.map((x) => x.notional),
+    e.map((x) => x.wallet),
+    e.map((x) => x.txHash),
+    e.map((x) => x.firstPosition),
+    e.map((x) => x.lastPosition),
+    e.map((x) => x.eventId),
     // $20-$31 superseded revisions
-    v.map((x) => x.entityId), v.map((x) => x.revision), v.map((x) => x.eventId), v.map((x) => x.position), v.map((x) => x.market),
-    v.map((x) => x.asset), v.map((x) => x.side), v.map((x) => x.price), v.map((x) => x.size), v.map((x) => x.notional),
-    v.map((x) => x.wallet), v.map((x) => x.txHash),
+    v.map((x) => x.entityId),
+    v.map((x) => x.revision),
+    v.map((x) => x.eventId),
+    v.map((x) => x.position),
+    v.map((x) => x.market),
+    v.map((x) => x.asset),
+    v.map((x) => x.side),
+    v.map((x) => x.price),
+    v.map((x) => x.size),
+    v.map((x) => x.notional),
+    v.map((x) => x.wallet),
+    v.map((x) => x.txHash),
     // $32-$34 market deltas
-    m.map((x) => x.market), m.map((x) => x.volume), m.map((x) => x.count),
+    m.map((x) => x.market),
+    m.map((x) => x.volume),
+    m.map((x) => x.count),
     // $35-$41 terminal quarantine
-    q.map((x) => x.eventId), q.map((x) => x.entityId), q.map((x) => x.kind), q.map((x) => x.position), q.map((x) => x.ordinal),
-    q.map((x) => x.contentHash), q.map((x) => x.reason),
+    q.map((x) => x.eventId),
+    q.map((x) => x.entityId),
+    q.map((x) => x.kind),
+    q.map((x) => x.position),
+    q.map((x) => x.ordinal),
+    q.map((x) => x.contentHash),
+    q.map((x) => x.reason),
     // $42-$45 quality
-    n.map((x) => x.scope), n.map((x) => x.state), n.map((x) => x.position), asOf,
+    n.map((x) => x.scope),
+    n.map((x) => x.state),
+    n.map((x) => x.position),
+    asOf,
     // $46-$49 outbox
-    o.map((x) => x.idempotencyKey), o.map((x) => x.eventId), o.map((x) => x.action), o.map((x) => JSON.stringify(x.payload)),
+    o.map((x) => x.idempotencyKey),
+    o.map((x) => x.eventId),
+    o.map((x) => x.action),
+    o.map((x) => JSON.stringify(x.payload)),
   ];
 }
 
@@ -306,10 +363,19 @@ async function writeCommit(client: pg.PoolClient, plan: CheckpointPlan, writes: 
     values: [
       ...effectWriteValues(plan.consumerId, writes, checkpoint.position),
       // $50-$56 binding
-      binding.subscriptionId, binding.stream, binding.historyId, JSON.stringify(binding.filter), binding.filterHash, binding.generation,
+      binding.subscriptionId,
+      binding.stream,
+      binding.historyId,
+      JSON.stringify(binding.filter),
+      binding.filterHash,
+      binding.generation,
       JSON.stringify(binding.mappings),
       // $57-$61 checkpoint
-      checkpoint.position, checkpoint.token, checkpoint.generation, checkpoint.cutPosition, checkpoint.cutReached,
+      checkpoint.position,
+      checkpoint.token,
+      checkpoint.generation,
+      checkpoint.cutPosition,
+      checkpoint.cutReached,
     ],
   });
   const row = res.rows[0]!;

@@ -1,8 +1,22 @@
 // The domain rules of a commit, as a pure function: (plan, the rows the plan touches) → the rows to write and
 // the outcome. No I/O, so every rule is property-tested without a database (test/unit/decide*.test.ts), and
 // the same function serves the stream and the paginated source.
-import { isSupportedKind, parseTradeData, WireError, type SupportedEventKind, type TradeData } from '../protocol/codec.js';
-import { addDecimal, compareDecimal, formatDecimal, mulDecimal, parseDecimal, subDecimal, type Decimal } from '../protocol/decimal.js';
+import {
+  isSupportedKind,
+  parseTradeData,
+  WireError,
+  type SupportedEventKind,
+  type TradeData,
+} from '../protocol/codec.js';
+import {
+  addDecimal,
+  compareDecimal,
+  formatDecimal,
+  mulDecimal,
+  parseDecimal,
+  subDecimal,
+  type Decimal,
+} from '../protocol/decimal.js';
 import type { CheckpointPlan, QualityNotice, QuarantineReason, StagedEvent } from '../protocol/types.js';
 import { InvalidPlan, type HeldQuarantineItem } from './errors.js';
 
@@ -133,7 +147,11 @@ export function parseEventData(plan: Pick<CheckpointPlan, 'events'>): ParsedEven
  * (a trade and its correction in the same checkpoint). Throws InvalidPlan for a supported kind whose data does
  * not parse (validatePlanShape rejects that first; this keeps the function total on its own).
  */
-export function decideCommit(plan: DecidablePlan, existing: ExistingRows, parsed: ParsedEventData = parseEventData(plan)): CommitDecision {
+export function decideCommit(
+  plan: DecidablePlan,
+  existing: ExistingRows,
+  parsed: ParsedEventData = parseEventData(plan),
+): CommitDecision {
   const executions = new Map<string, ExecutionState>();
   const changed = new Set<string>();
   const seenInPlan = new Map<string, string>();
@@ -144,10 +162,12 @@ export function decideCommit(plan: DecidablePlan, existing: ExistingRows, parsed
   const held: QuarantineWrite[] = [];
   const outbox: OutboxWrite[] = [];
   const counts = { applied: 0, duplicates: 0, noEffect: 0, quarantined: 0 };
-  const alertThreshold = plan.actions.whaleAlertMinNotional === null ? null : parseDecimal(plan.actions.whaleAlertMinNotional);
+  const alertThreshold =
+    plan.actions.whaleAlertMinNotional === null ? null : parseDecimal(plan.actions.whaleAlertMinNotional);
   const terminalReasons = new Set<QuarantineReason>(plan.quarantinePolicy.terminalReasons);
 
-  const current = (entityId: string): ExecutionState | undefined => executions.get(entityId) ?? existing.executions.get(entityId);
+  const current = (entityId: string): ExecutionState | undefined =>
+    executions.get(entityId) ?? existing.executions.get(entityId);
   const addDelta = (market: string, amount: Decimal, count: number, sign: 1 | -1) => {
     const entry = deltas.get(market) ?? { volume: { units: 0n, scale: 0 }, count: 0 };
     entry.volume = sign === 1 ? addDecimal(entry.volume, amount) : subDecimal(entry.volume, amount);
@@ -157,17 +177,29 @@ export function decideCommit(plan: DecidablePlan, existing: ExistingRows, parsed
 
   for (const [index, event] of plan.events.entries()) {
     const receipt = (outcome: ReceiptOutcome) =>
-      receipts.push({ eventId: event.eventId, contentHash: event.contentHash, position: event.position, ordinal: event.ordinal, outcome });
+      receipts.push({
+        eventId: event.eventId,
+        contentHash: event.contentHash,
+        position: event.position,
+        ordinal: event.ordinal,
+        outcome,
+      });
 
     const savedHash = existing.receipts.get(event.eventId)?.contentHash ?? seenInPlan.get(event.eventId);
     if (savedHash !== undefined) {
-      if (savedHash !== event.contentHash) return { outcome: 'conflict', eventId: event.eventId, savedHash, incomingHash: event.contentHash };
+      if (savedHash !== event.contentHash)
+        return { outcome: 'conflict', eventId: event.eventId, savedHash, incomingHash: event.contentHash };
       counts.duplicates += 1;
       continue;
     }
     const record = existing.quarantine.get(event.eventId);
     if (record && record.contentHash !== event.contentHash) {
-      return { outcome: 'conflict', eventId: event.eventId, savedHash: record.contentHash, incomingHash: event.contentHash };
+      return {
+        outcome: 'conflict',
+        eventId: event.eventId,
+        savedHash: record.contentHash,
+        incomingHash: event.contentHash,
+      };
     }
     seenInPlan.set(event.eventId, event.contentHash);
 
@@ -299,27 +331,44 @@ export function validatePlanShape(plan: CheckpointPlan): ParsedEventData {
   };
   const { checkpoint, binding } = plan;
   if (typeof checkpoint.token !== 'string' || checkpoint.token.length === 0) fail('the checkpoint token is empty');
-  if (!Number.isSafeInteger(checkpoint.position) || checkpoint.position < 0) fail(`checkpoint position ${checkpoint.position} is not a non-negative integer`);
-  if (binding.consumerId !== plan.consumerId) fail(`binding consumer ${binding.consumerId} is not the plan's consumer ${plan.consumerId}`);
+  if (!Number.isSafeInteger(checkpoint.position) || checkpoint.position < 0)
+    fail(`checkpoint position ${checkpoint.position} is not a non-negative integer`);
+  if (binding.consumerId !== plan.consumerId)
+    fail(`binding consumer ${binding.consumerId} is not the plan's consumer ${plan.consumerId}`);
   if (checkpoint.generation !== binding.generation) {
     fail(`checkpoint generation ${checkpoint.generation} differs from the binding generation ${binding.generation}`);
   }
-  if (!Number.isSafeInteger(checkpoint.generation) || checkpoint.generation < 1) fail(`generation ${checkpoint.generation} is not a positive integer`);
+  if (!Number.isSafeInteger(checkpoint.generation) || checkpoint.generation < 1)
+    fail(`generation ${checkpoint.generation} is not a positive integer`);
   const parsed = parseEventData(plan);
   let previous: StagedEvent | undefined;
   for (const [index, event] of plan.events.entries()) {
-    if (!Number.isSafeInteger(event.position) || event.position < 1 || !Number.isSafeInteger(event.ordinal) || event.ordinal < 1) {
-      fail(`event ${event.eventId} has position ${event.position} ordinal ${event.ordinal}: both must be positive integers`);
+    if (
+      !Number.isSafeInteger(event.position) ||
+      event.position < 1 ||
+      !Number.isSafeInteger(event.ordinal) ||
+      event.ordinal < 1
+    ) {
+      fail(
+        `event ${event.eventId} has position ${event.position} ordinal ${event.ordinal}: both must be positive integers`,
+      );
     }
-    if (previous && (event.position < previous.position || (event.position === previous.position && event.ordinal <= previous.ordinal))) {
+    if (
+      previous &&
+      (event.position < previous.position ||
+        (event.position === previous.position && event.ordinal <= previous.ordinal))
+    ) {
       fail(
         `events out of journal order: ${event.eventId} at ${event.position}/${event.ordinal} after ` +
           `${previous.eventId} at ${previous.position}/${previous.ordinal}`,
       );
     }
-    if (event.position > checkpoint.position) fail(`event ${event.eventId} at ${event.position} is beyond the checkpoint position ${checkpoint.position}`);
-    if (event.eventId.length === 0 || event.contentHash.length === 0) fail(`an event at ${event.position} has an empty eventId or content hash`);
-    if (isSupportedKind(event.kind) && parsed[index] === null) fail(`event ${event.eventId}: ${event.kind} data is not a valid trade`);
+    if (event.position > checkpoint.position)
+      fail(`event ${event.eventId} at ${event.position} is beyond the checkpoint position ${checkpoint.position}`);
+    if (event.eventId.length === 0 || event.contentHash.length === 0)
+      fail(`an event at ${event.position} has an empty eventId or content hash`);
+    if (isSupportedKind(event.kind) && parsed[index] === null)
+      fail(`event ${event.eventId}: ${event.kind} data is not a valid trade`);
     previous = event;
   }
   for (const notice of plan.qualityNotices) {
@@ -347,18 +396,22 @@ export function validatePlanAgainstSaved(plan: CheckpointPlan, saved: SavedCheck
     fail(`explicit start ${plan.startMode} does not match the recorded decision ${saved.pendingStart}`);
   }
   if (explicit && (saved.position === null || saved.pendingStart !== null)) return;
-  if (saved.pendingStart !== null) fail(`a ${saved.pendingStart} decision is pending: a ${plan.startMode} plan cannot commit before it`);
-  if (saved.position === null || saved.generation === null) fail(`a ${plan.startMode} plan needs a saved checkpoint, and there is none`);
+  if (saved.pendingStart !== null)
+    fail(`a ${saved.pendingStart} decision is pending: a ${plan.startMode} plan cannot commit before it`);
+  if (saved.position === null || saved.generation === null)
+    fail(`a ${plan.startMode} plan needs a saved checkpoint, and there is none`);
   const savedPosition = saved.position!;
   const savedGeneration = saved.generation!;
-  const expectedGeneration = plan.startMode === 'rebind' && checkpoint.generation !== savedGeneration ? savedGeneration + 1 : savedGeneration;
+  const expectedGeneration =
+    plan.startMode === 'rebind' && checkpoint.generation !== savedGeneration ? savedGeneration + 1 : savedGeneration;
   if (checkpoint.generation !== expectedGeneration) {
     fail(
       `${plan.startMode} plan has generation ${checkpoint.generation}; the saved generation is ${savedGeneration}` +
         (plan.startMode === 'rebind' ? ` (a rebind commits ${savedGeneration + 1})` : ''),
     );
   }
-  if (checkpoint.position < savedPosition) fail(`checkpoint position ${checkpoint.position} is behind the saved position ${savedPosition}`);
+  if (checkpoint.position < savedPosition)
+    fail(`checkpoint position ${checkpoint.position} is behind the saved position ${savedPosition}`);
   const early = plan.events.find((e) => e.position <= savedPosition);
   if (early) fail(`event ${early.eventId} at ${early.position} is not after the saved position ${savedPosition}`);
 }

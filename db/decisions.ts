@@ -18,12 +18,28 @@ export interface DecisionInput<D> {
 
 async function insertAudit(
   client: pg.PoolClient,
-  row: { consumerId: string; kind: 'gap' | 'binding' | 'quarantine'; decision: string; actor: string; reason: string; replacedToken: string | null; details: unknown },
+  row: {
+    consumerId: string;
+    kind: 'gap' | 'binding' | 'quarantine';
+    decision: string;
+    actor: string;
+    reason: string;
+    replacedToken: string | null;
+    details: unknown;
+  },
 ): Promise<void> {
   await client.query(
     `INSERT INTO decisions (consumer_id, kind, decision, actor, reason, replaced_token, details)
      VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)`,
-    [row.consumerId, row.kind, row.decision, row.actor, row.reason, row.replacedToken, row.details === null ? null : JSON.stringify(row.details)],
+    [
+      row.consumerId,
+      row.kind,
+      row.decision,
+      row.actor,
+      row.reason,
+      row.replacedToken,
+      row.details === null ? null : JSON.stringify(row.details),
+    ],
   );
 }
 
@@ -103,7 +119,13 @@ export async function resolveQuarantine(
           SET disposition = $2, decided_by = $3, decided_at = now(), why = $4, updated_at = now()
         WHERE consumer_id = $1 AND disposition = 'held' AND ($5::text[] IS NULL OR event_id = ANY($5::text[]))
         RETURNING event_id`,
-      [input.consumerId, input.decision === 'release_terminal' ? 'terminal' : 'retry', input.actor, input.reason, input.eventIds ?? null],
+      [
+        input.consumerId,
+        input.decision === 'release_terminal' ? 'terminal' : 'retry',
+        input.actor,
+        input.reason,
+        input.eventIds ?? null,
+      ],
     );
     await insertAudit(client, {
       consumerId: input.consumerId,

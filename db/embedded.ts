@@ -125,7 +125,10 @@ function stopUnlessExited(server: EmbeddedPostgres): () => Promise<void> {
  */
 function stopWhenParentDies(server: ChildProcess): ChildProcess {
   const script = 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; kill -INT "$2" 2>/dev/null';
-  const watchdog = spawn('bash', ['-c', script, 'postgres-watchdog', String(process.pid), String(server.pid)], { detached: true, stdio: 'ignore' });
+  const watchdog = spawn('bash', ['-c', script, 'postgres-watchdog', String(process.pid), String(server.pid)], {
+    detached: true,
+    stdio: 'ignore',
+  });
   // Best effort: without bash the job still stops Postgres itself on every path where it runs code.
   watchdog.on('error', () => undefined);
   watchdog.unref();

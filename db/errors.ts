@@ -51,7 +51,10 @@ export class HeldQuarantine extends CommitError {
   constructor(readonly items: HeldQuarantineItem[]) {
     super(
       `checkpoint held by ${items.length} quarantined event(s): ` +
-        items.slice(0, 5).map((i) => `${i.eventId} (${i.reason}, ${i.kind} ${i.entityId} at ${i.position})`).join(', '),
+        items
+          .slice(0, 5)
+          .map((i) => `${i.eventId} (${i.reason}, ${i.kind} ${i.entityId} at ${i.position})`)
+          .join(', '),
     );
   }
 }
@@ -82,7 +85,9 @@ export class ConsumerKindMismatch extends Error {
     readonly consumerId: string,
     readonly actualKind: 'stream' | 'page',
   ) {
-    super(`consumer ${consumerId} is a ${actualKind} consumer, not a ${actualKind === 'page' ? 'stream' : 'page'} consumer: choose another consumer id`);
+    super(
+      `consumer ${consumerId} is a ${actualKind} consumer, not a ${actualKind === 'page' ? 'stream' : 'page'} consumer: choose another consumer id`,
+    );
   }
 }
 

@@ -81,7 +81,12 @@ export async function completeOutbox(pool: pg.Pool, id: number): Promise<boolean
  * Records a failed attempt: back to pending after a backoff, or `dead` once maxAttempts is reached. The error
  * text is the dispatcher's responsibility to keep free of secrets; it is stored truncated.
  */
-export async function failOutbox(pool: pg.Pool, id: number, error: string, opts: { maxAttempts?: number } = {}): Promise<void> {
+export async function failOutbox(
+  pool: pg.Pool,
+  id: number,
+  error: string,
+  opts: { maxAttempts?: number } = {},
+): Promise<void> {
   try {
     await pool.query(
       `UPDATE outbox

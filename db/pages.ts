@@ -36,7 +36,8 @@ interface ProgressRow {
   version: number;
 }
 
-const PROGRESS_COLUMNS = 'consumer_id, stream, filter, filter_hash, history_id, resume_cursor, applied_position, version';
+const PROGRESS_COLUMNS =
+  'consumer_id, stream, filter, filter_hash, history_id, resume_cursor, applied_position, version';
 
 function toProgress(row: ProgressRow): PageProgress {
   return {
@@ -53,14 +54,17 @@ function toProgress(row: ProgressRow): PageProgress {
 
 export async function loadPageProgress(pool: pg.Pool, consumerId: string): Promise<PageProgress | null> {
   try {
-    const res = await pool.query<ProgressRow>(`SELECT ${PROGRESS_COLUMNS} FROM page_progress WHERE consumer_id = $1`, [consumerId]);
+    const res = await pool.query<ProgressRow>(`SELECT ${PROGRESS_COLUMNS} FROM page_progress WHERE consumer_id = $1`, [
+      consumerId,
+    ]);
     return res.rows[0] ? toProgress(res.rows[0]) : null;
   } catch (error) {
     throw toStorageFailure('loadPageProgress', consumerId, error);
   }
 }
 
-export type OpenPageProgress = { kind: 'opened'; progress: PageProgress } | { kind: 'mismatch'; reason: string; progress: PageProgress | null };
+export type OpenPageProgress =
+  { kind: 'opened'; progress: PageProgress } | { kind: 'mismatch'; reason: string; progress: PageProgress | null };
 
 /**
  * Loads a page consumer's progress, creating it (no cursor, nothing applied) on first use. A consumer's stream
@@ -76,7 +80,12 @@ export async function openPageProgress(
   return inTransaction(pool, 'openPageProgress', consumerId, async (client): Promise<OpenPageProgress> => {
     await lockConsumerKind(client, consumerId);
     const streamConsumer = await client.query('SELECT 1 FROM checkpoints WHERE consumer_id = $1', [consumerId]);
-    if (streamConsumer.rowCount) return { kind: 'mismatch', reason: `consumer ${consumerId} is a stream consumer, not a page consumer`, progress: null };
+    if (streamConsumer.rowCount)
+      return {
+        kind: 'mismatch',
+        reason: `consumer ${consumerId} is a stream consumer, not a page consumer`,
+        progress: null,
+      };
     const inserted = await client.query<ProgressRow>(
       `INSERT INTO page_progress (consumer_id, stream, filter, filter_hash) VALUES ($1, $2, $3::jsonb, $4)
        ON CONFLICT (consumer_id) DO NOTHING
@@ -85,7 +94,11 @@ export async function openPageProgress(
     );
     const row =
       inserted.rows[0] ??
-      (await client.query<ProgressRow>(`SELECT ${PROGRESS_COLUMNS} FROM page_progress WHERE consumer_id = $1`, [consumerId])).rows[0]!;
+      (
+        await client.query<ProgressRow>(`SELECT ${PROGRESS_COLUMNS} FROM page_progress WHERE consumer_id = $1`, [
+          consumerId,
+        ])
+      ).rows[0]!;
     const progress = toProgress(row);
     if (progress.stream !== stream || progress.filterHash !== hash) {
       return {
@@ -109,7 +122,11 @@ export type Recognition =
  * Checks events of the durable prefix against their receipts. Receipts are never updated once written, so this
  * read needs no lock.
  */
-export async function recognisePageEvents(pool: pg.Pool, consumerId: string, events: readonly StagedEvent[]): Promise<Recognition> {
+export async function recognisePageEvents(
+  pool: pg.Pool,
+  consumerId: string,
+  events: readonly StagedEvent[],
+): Promise<Recognition> {
   let client: pg.PoolClient;
   try {
     client = await pool.connect();
@@ -122,7 +139,12 @@ export async function recognisePageEvents(pool: pg.Pool, consumerId: string, eve
       const receipt = receipts.get(event.eventId);
       if (!receipt) return { kind: 'unrecognised', eventId: event.eventId, position: event.position };
       if (receipt.contentHash !== event.contentHash) {
-        return { kind: 'conflict', eventId: event.eventId, savedHash: receipt.contentHash, incomingHash: event.contentHash };
+        return {
+          kind: 'conflict',
+          eventId: event.eventId,
+          savedHash: receipt.contentHash,
+          incomingHash: event.contentHash,
+        };
       }
     }
     return { kind: 'recognised', count: events.length };
@@ -163,7 +185,10 @@ const CHUNK_WRITE_SQL = `${EFFECT_WRITE_CTES}progress AS (
 SELECT (SELECT version FROM progress) AS version, (SELECT count(*) FROM outboxed)::int AS outboxed`;
 
 /** Locks the progress row: every chunk and cursor swap of a consumer serialises here. */
-async function lockProgress(client: pg.PoolClient, consumerId: string): Promise<{ version: number; appliedPosition: number } | null> {
+async function lockProgress(
+  client: pg.PoolClient,
+  consumerId: string,
+): Promise<{ version: number; appliedPosition: number } | null> {
   const res = await client.query<{ version: number; applied_position: string }>(
     'SELECT version, applied_position FROM page_progress WHERE consumer_id = $1 FOR UPDATE',
     [consumerId],
@@ -183,10 +208,13 @@ export async function commitPageChunk(pool: pg.Pool, chunk: PageChunk): Promise<
   const parsed = parseEventData(chunk);
   return inTransaction(pool, 'commitPageChunk', consumerId, async (client): Promise<ChunkResult> => {
     const saved = await lockProgress(client, consumerId);
-    if (!saved || saved.version !== chunk.expectedVersion) return { kind: 'fenced', actualVersion: saved?.version ?? null };
+    if (!saved || saved.version !== chunk.expectedVersion)
+      return { kind: 'fenced', actualVersion: saved?.version ?? null };
     const first = events[0]!;
     if (first.position <= saved.appliedPosition) {
-      throw new InvalidPlan(`page chunk starts at ${first.position}, inside the durable prefix ending at ${saved.appliedPosition}`);
+      throw new InvalidPlan(
+        `page chunk starts at ${first.position}, inside the durable prefix ending at ${saved.appliedPosition}`,
+      );
     }
     const existing = await readExisting(client, consumerId, events);
     const decision = decideCommit({ ...chunk, qualityNotices: [] }, existing, parsed);
@@ -197,7 +225,16 @@ export async function commitPageChunk(pool: pg.Pool, chunk: PageChunk): Promise<
     if (decision.outcome === 'held_quarantine') {
       // As in commitCheckpoint: nothing of the chunk is written, only the held records, under the fence.
       await writeQuarantine(client, consumerId, decision.held);
-      return { kind: 'held', items: decision.held.map(({ eventId, entityId, kind, position, reason }) => ({ eventId, entityId, kind, position, reason })) };
+      return {
+        kind: 'held',
+        items: decision.held.map(({ eventId, entityId, kind, position, reason }) => ({
+          eventId,
+          entityId,
+          kind,
+          position,
+          reason,
+        })),
+      };
     }
     const res = await client.query<{ version: number; outboxed: number }>({
       name: 'whalehunt_page_chunk_write',
@@ -205,7 +242,13 @@ export async function commitPageChunk(pool: pg.Pool, chunk: PageChunk): Promise<
       values: [...effectWriteValues(consumerId, decision.writes, last.position), last.position, chunk.expectedVersion],
     });
     const row = res.rows[0]!;
-    return { kind: 'committed', version: row.version, appliedPosition: last.position, counts: decision.writes.counts, outboxed: row.outboxed };
+    return {
+      kind: 'committed',
+      version: row.version,
+      appliedPosition: last.position,
+      counts: decision.writes.counts,
+      outboxed: row.outboxed,
+    };
   });
 }
 
@@ -227,7 +270,9 @@ export async function swapPageCursor(
       [swap.consumerId, swap.expectedVersion, swap.next, swap.historyId],
     );
     if (res.rows[0]) return { kind: 'swapped', version: res.rows[0].version };
-    const now = await pool.query<{ version: number }>('SELECT version FROM page_progress WHERE consumer_id = $1', [swap.consumerId]);
+    const now = await pool.query<{ version: number }>('SELECT version FROM page_progress WHERE consumer_id = $1', [
+      swap.consumerId,
+    ]);
     return { kind: 'fenced', actualVersion: now.rows[0]?.version ?? null };
   } catch (error) {
     throw toStorageFailure('swapPageCursor', swap.consumerId, error);

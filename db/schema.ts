@@ -57,7 +57,10 @@ export const checkpoints = pgTable(
     updatedAt: updatedAt(),
   },
   (t) => [
-    check('checkpoints_pending_start_check', sql`${t.pendingStart} IS NULL OR ${t.pendingStart} IN ('live_cut', 'from_floor')`),
+    check(
+      'checkpoints_pending_start_check',
+      sql`${t.pendingStart} IS NULL OR ${t.pendingStart} IN ('live_cut', 'from_floor')`,
+    ),
     check('checkpoints_token_not_empty', sql`${t.token} IS NULL OR length(${t.token}) > 0`),
   ],
 );
@@ -233,7 +236,9 @@ export const outbox = pgTable(
   (t) => [
     uniqueIndex('outbox_idempotency_idx').on(t.consumerId, t.idempotencyKey),
     // The dispatcher's hot path: due work in order, ignoring finished rows.
-    index('outbox_due_idx').on(t.availableAt, t.id).where(sql`${t.status} IN ('pending', 'claimed')`),
+    index('outbox_due_idx')
+      .on(t.availableAt, t.id)
+      .where(sql`${t.status} IN ('pending', 'claimed')`),
     check('outbox_status_check', sql`${t.status} IN ('pending', 'claimed', 'done', 'dead')`),
   ],
 );

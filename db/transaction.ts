@@ -23,7 +23,10 @@ function sqlStateOf(error: unknown): string | undefined {
 function isRetryable(sqlState: string | undefined, error: unknown): boolean {
   if (sqlState === undefined) {
     // No SQLSTATE: a socket-level failure (ECONNRESET, ECONNREFUSED, connection terminated).
-    return error instanceof Error && /ECONN|terminated|timeout|EPIPE/i.test(`${(error as { code?: string }).code ?? ''} ${error.message}`);
+    return (
+      error instanceof Error &&
+      /ECONN|terminated|timeout|EPIPE/i.test(`${(error as { code?: string }).code ?? ''} ${error.message}`)
+    );
   }
   return (
     sqlState === SQLSTATE.serializationFailure ||
@@ -35,7 +38,13 @@ function isRetryable(sqlState: string | undefined, error: unknown): boolean {
 }
 
 export function toStorageFailure(operation: string, consumerId: string | undefined, error: unknown): Error {
-  if (error instanceof CommitError || error instanceof UnknownConsumer || error instanceof ConsumerKindMismatch || error instanceof StorageFailure) return error;
+  if (
+    error instanceof CommitError ||
+    error instanceof UnknownConsumer ||
+    error instanceof ConsumerKindMismatch ||
+    error instanceof StorageFailure
+  )
+    return error;
   const sqlState = sqlStateOf(error);
   return new StorageFailure(operation, consumerId, sqlState, isRetryable(sqlState, error), { cause: error });
 }

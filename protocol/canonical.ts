@@ -40,7 +40,9 @@ export function canonicalJson(value: unknown): string {
 const oneShotHash = (crypto as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash;
 
 export function sha256Hex(text: string): string {
-  return oneShotHash ? oneShotHash('sha256', text, 'hex') : crypto.createHash('sha256').update(text, 'utf8').digest('hex');
+  return oneShotHash
+    ? oneShotHash('sha256', text, 'hex')
+    : crypto.createHash('sha256').update(text, 'utf8').digest('hex');
 }
 
 /** `"sha256:" + hex SHA-256 of the filter's canonical JSON`. */
@@ -49,7 +51,10 @@ export function filterHash(filter: StreamFilter): string {
 }
 
 /** Content identity of an event: same eventId + same hash is a duplicate, a different hash is a conflict. */
-export function eventContentHash(event: Pick<WireEvent, 'kind' | 'entityId' | 'revision' | 'data' | 'ordinal'>, position: number): string {
+export function eventContentHash(
+  event: Pick<WireEvent, 'kind' | 'entityId' | 'revision' | 'data' | 'ordinal'>,
+  position: number,
+): string {
   return sha256Hex(eventContentJson(event, position));
 }
 
@@ -57,7 +62,10 @@ export function eventContentHash(event: Pick<WireEvent, 'kind' | 'entityId' | 'r
  * canonicalJson({kind, entityId, revision, data, position, ordinal}) written out with its keys already in
  * sorted order (data, entityId, kind, ordinal, position, revision): the same bytes without sorting per event.
  */
-function eventContentJson(event: Pick<WireEvent, 'kind' | 'entityId' | 'revision' | 'data' | 'ordinal'>, position: number): string {
+function eventContentJson(
+  event: Pick<WireEvent, 'kind' | 'entityId' | 'revision' | 'data' | 'ordinal'>,
+  position: number,
+): string {
   const fields: [string, unknown][] = [
     ['data', event.data],
     ['entityId', event.entityId],

@@ -8,11 +8,7 @@ export const WIRE_VERSION = 1;
 export const DEFAULT_MAX_FRAME_BYTES = 1024 * 1024;
 
 export type WireErrorCode =
-  | 'binary_frame'
-  | 'frame_too_large'
-  | 'malformed_json'
-  | 'unknown_frame_type'
-  | 'invalid_frame';
+  'binary_frame' | 'frame_too_large' | 'malformed_json' | 'unknown_frame_type' | 'invalid_frame';
 
 /** A frame that cannot be accepted. Never carries the frame's content (it may hold a secret). */
 export class WireError extends Error {
@@ -145,7 +141,14 @@ export const serverFrameSchema = z.discriminatedUnion('type', [
   z.object({
     ...serverBase,
     type: z.literal('error'),
-    code: z.enum(['unauthorized', 'cursor_mismatch', 'overloaded', 'slow_consumer', 'stale_generation', 'protocol_violation']),
+    code: z.enum([
+      'unauthorized',
+      'cursor_mismatch',
+      'overloaded',
+      'slow_consumer',
+      'stale_generation',
+      'protocol_violation',
+    ]),
     retryable: z.boolean(),
     retryAfterMs: nonNegativeInt.optional(),
     message: z.string(),
@@ -199,9 +202,10 @@ export type ClientFrameBody = ClientFrame extends infer F ? (F extends ClientFra
 export type ServerFrameBody = ServerFrame extends infer F ? (F extends ServerFrame ? Omit<F, 'v'> : never) : never;
 
 function parseWith<T>(schema: z.ZodType<T>, raw: unknown, side: 'server' | 'client'): T {
-  const frameType = typeof raw === 'object' && raw !== null && typeof (raw as { type?: unknown }).type === 'string'
-    ? (raw as { type: string }).type
-    : undefined;
+  const frameType =
+    typeof raw === 'object' && raw !== null && typeof (raw as { type?: unknown }).type === 'string'
+      ? (raw as { type: string }).type
+      : undefined;
   const result = schema.safeParse(raw);
   if (result.success) return result.data;
   const issue = result.error.issues[0];
@@ -213,7 +217,8 @@ function parseWith<T>(schema: z.ZodType<T>, raw: unknown, side: 'server' | 'clie
 }
 
 function parseJsonText(data: unknown, isBinary: boolean, maxFrameBytes: number): unknown {
-  if (isBinary) throw new WireError('binary_frame', undefined, undefined, 'binary messages are not part of the protocol');
+  if (isBinary)
+    throw new WireError('binary_frame', undefined, undefined, 'binary messages are not part of the protocol');
   const text = typeof data === 'string' ? data : Buffer.isBuffer(data) ? data.toString('utf8') : String(data);
   const size = Buffer.byteLength(text, 'utf8');
   if (size > maxFrameBytes) {
@@ -227,7 +232,10 @@ function parseJsonText(data: unknown, isBinary: boolean, maxFrameBytes: number):
 }
 
 /** Decodes one server → client WebSocket message. Throws WireError. */
-export function decodeServerFrame(data: unknown, opts: { isBinary?: boolean; maxFrameBytes?: number } = {}): ServerFrame {
+export function decodeServerFrame(
+  data: unknown,
+  opts: { isBinary?: boolean; maxFrameBytes?: number } = {},
+): ServerFrame {
   const raw = parseJsonText(data, opts.isBinary ?? false, opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES);
   return decodedBatch(raw) ?? parseWith(serverFrameSchema, raw, 'server');
 }
@@ -236,7 +244,8 @@ export function decodeServerFrame(data: unknown, opts: { isBinary?: boolean; max
 // unchanged (no unknown key to strip, no `__proto__` key a record drops) and builds the same value, keys in
 // schema order; anything else, valid or not, goes through zod, which produces the value or names the field.
 
-const BATCH_FRAME_KEYS = 9; // v, frameSequence, type, generation, position, deliveryMode, sourceEventCount, matchedEventCount, events
+// v, frameSequence, type, generation, position, deliveryMode, sourceEventCount, matchedEventCount, events
+const BATCH_FRAME_KEYS = 9;
 const WIRE_EVENT_KEYS = 7; // ordinal, eventId, kind, entityId, revision, observedAt, data
 
 const isPositiveInt = (x: unknown): x is number => Number.isSafeInteger(x) && (x as number) > 0;
@@ -276,19 +285,17 @@ function decodedWireEvent(e: unknown): WireEvent | undefined {
 function decodedBatch(raw: unknown): ServerFrameOf<'batch'> | undefined {
   if (!isJsonRecord(raw) || raw.type !== 'batch') return undefined;
   const { v, frameSequence, generation, position, deliveryMode, sourceEventCount, matchedEventCount, events } = raw;
-  if (
-    !(
-      v === WIRE_VERSION &&
-      isPositiveInt(frameSequence) &&
-      isPositiveInt(generation) &&
-      isPositiveInt(position) &&
-      (deliveryMode === 'replay' || deliveryMode === 'live') &&
-      isPositiveInt(sourceEventCount) &&
-      isNonNegativeInt(matchedEventCount) &&
-      Array.isArray(events) &&
-      ownKeyCount(raw) === BATCH_FRAME_KEYS
-    )
-  ) {
+  if (!(
+    v === WIRE_VERSION &&
+    isPositiveInt(frameSequence) &&
+    isPositiveInt(generation) &&
+    isPositiveInt(position) &&
+    (deliveryMode === 'replay' || deliveryMode === 'live') &&
+    isPositiveInt(sourceEventCount) &&
+    isNonNegativeInt(matchedEventCount) &&
+    Array.isArray(events) &&
+    ownKeyCount(raw) === BATCH_FRAME_KEYS
+  )) {
     return undefined;
   }
   const decoded: WireEvent[] = [];
@@ -297,11 +304,24 @@ function decodedBatch(raw: unknown): ServerFrameOf<'batch'> | undefined {
     if (!event) return undefined;
     decoded.push(event);
   }
-  return { v, frameSequence, type: 'batch', generation, position, deliveryMode, sourceEventCount, matchedEventCount, events: decoded };
+  return {
+    v,
+    frameSequence,
+    type: 'batch',
+    generation,
+    position,
+    deliveryMode,
+    sourceEventCount,
+    matchedEventCount,
+    events: decoded,
+  };
 }
 
 /** Decodes one client → server WebSocket message (used by the reference server). Throws WireError. */
-export function decodeClientFrame(data: unknown, opts: { isBinary?: boolean; maxFrameBytes?: number } = {}): ClientFrame {
+export function decodeClientFrame(
+  data: unknown,
+  opts: { isBinary?: boolean; maxFrameBytes?: number } = {},
+): ClientFrame {
   const raw = parseJsonText(data, opts.isBinary ?? false, opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES);
   return parseWith(clientFrameSchema, raw, 'client');
 }
@@ -322,7 +342,12 @@ export function parseTradeData(kind: SupportedEventKind, data: unknown): TradeDa
   const result = tradeDataSchema.safeParse(data);
   if (result.success) return result.data;
   const issue = result.error.issues[0];
-  throw new WireError('invalid_frame', 'batch', `events.data.${issue?.path.map(String).join('.') ?? ''}`, `${kind}: ${issue?.message ?? 'invalid'}`);
+  throw new WireError(
+    'invalid_frame',
+    'batch',
+    `events.data.${issue?.path.map(String).join('.') ?? ''}`,
+    `${kind}: ${issue?.message ?? 'invalid'}`,
+  );
 }
 
 /** What tradeDataSchema returns for valid data (known keys in schema order, others stripped), else undefined. */
@@ -391,7 +416,14 @@ export type PageReset = z.infer<typeof pageResetSchema>;
 
 /** 4xx/5xx other than 410: `code` uses the stream's error codes. */
 export const pageErrorSchema = z.object({
-  code: z.enum(['unauthorized', 'cursor_mismatch', 'overloaded', 'slow_consumer', 'stale_generation', 'protocol_violation']),
+  code: z.enum([
+    'unauthorized',
+    'cursor_mismatch',
+    'overloaded',
+    'slow_consumer',
+    'stale_generation',
+    'protocol_violation',
+  ]),
   message: z.string(),
 });
 export type PageError = z.infer<typeof pageErrorSchema>;

@@ -14,7 +14,11 @@ import type { StagedEvent } from './types.js';
  */
 export type PageKind = { kind: 'advancing'; zeroItem: boolean } | { kind: 'non_advancing'; nothingNew: boolean };
 
-export function classifyPage(requestCursor: string | null, page: Pick<PageResponse, 'next' | 'events'>, appliedPosition: number): PageKind {
+export function classifyPage(
+  requestCursor: string | null,
+  page: Pick<PageResponse, 'next' | 'events'>,
+  appliedPosition: number,
+): PageKind {
   if (requestCursor !== null && page.next === requestCursor) {
     return { kind: 'non_advancing', nothingNew: page.events.every((e) => e.position <= appliedPosition) };
   }
@@ -42,7 +46,10 @@ export function journalOrderProblem(events: readonly StagedEvent[]): string | nu
  * Events at or below the applied position are inside the complete durable prefix: they must be recognised by
  * their receipts (an overlapping page), never reapplied. The rest is fresh.
  */
-export function splitAtApplied(events: readonly StagedEvent[], appliedPosition: number): { recognised: StagedEvent[]; fresh: StagedEvent[] } {
+export function splitAtApplied(
+  events: readonly StagedEvent[],
+  appliedPosition: number,
+): { recognised: StagedEvent[]; fresh: StagedEvent[] } {
   const recognised: StagedEvent[] = [];
   const fresh: StagedEvent[] = [];
   for (const event of events) (event.position <= appliedPosition ? recognised : fresh).push(event);
@@ -55,7 +62,8 @@ export function splitAtApplied(events: readonly StagedEvent[], appliedPosition: 
  * position holding more than `chunkSize` events is one chunk of its own.
  */
 export function chunkByPosition(events: readonly StagedEvent[], chunkSize: number): StagedEvent[][] {
-  if (!Number.isSafeInteger(chunkSize) || chunkSize < 1) throw new RangeError(`chunk size ${chunkSize} is not a positive integer`);
+  if (!Number.isSafeInteger(chunkSize) || chunkSize < 1)
+    throw new RangeError(`chunk size ${chunkSize} is not a positive integer`);
   const chunks: StagedEvent[][] = [];
   let chunk: StagedEvent[] = [];
   for (let i = 0; i < events.length; i++) {

@@ -65,14 +65,30 @@ export class FrameSequence {
   accept(frame: { type: string; frameSequence: number }): void {
     const expected = this.#last + 1;
     if (frame.frameSequence !== expected) {
-      const kind = frame.frameSequence <= this.#last ? (frame.frameSequence === this.#last ? 'repeat' : 'regression') : 'gap';
-      throw new ProtocolViolation('frame_sequence', frame.type, 'frameSequence', `${kind}: expected ${expected}, got ${frame.frameSequence}`);
+      const kind =
+        frame.frameSequence <= this.#last ? (frame.frameSequence === this.#last ? 'repeat' : 'regression') : 'gap';
+      throw new ProtocolViolation(
+        'frame_sequence',
+        frame.type,
+        'frameSequence',
+        `${kind}: expected ${expected}, got ${frame.frameSequence}`,
+      );
     }
     if (expected === 1 && frame.type !== 'hello') {
-      throw new ProtocolViolation('unexpected_frame', frame.type, 'type', 'the first frame of a connection must be hello');
+      throw new ProtocolViolation(
+        'unexpected_frame',
+        frame.type,
+        'type',
+        'the first frame of a connection must be hello',
+      );
     }
     if (expected !== 1 && frame.type === 'hello') {
-      throw new ProtocolViolation('unexpected_frame', frame.type, 'type', 'hello may only be the first frame of a connection');
+      throw new ProtocolViolation(
+        'unexpected_frame',
+        frame.type,
+        'type',
+        'hello may only be the first frame of a connection',
+      );
     }
     this.#last = frame.frameSequence;
   }

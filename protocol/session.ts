@@ -3,12 +3,23 @@
 // Feed it decoded frames; it answers with actions for the caller to perform. It never holds the API key:
 // it asks the caller to authenticate.
 import { filterHash } from './canonical.js';
-import { PROTOCOL_NAME, WireError, type ClientFrameBody, type ErrorCode, type History, type ResetReason, type ServerFrame, type StartRequest, type StreamFilter } from './codec.js';
+import {
+  PROTOCOL_NAME,
+  WireError,
+  type ClientFrameBody,
+  type ErrorCode,
+  type History,
+  type ResetReason,
+  type ServerFrame,
+  type StartRequest,
+  type StreamFilter,
+} from './codec.js';
 import { FrameSequence, ProtocolViolation } from './session-fence.js';
 import { StagingBuffer, StagingBoundExceeded, type StagingLimits } from './staging.js';
 import type { ActionRules, Binding, CheckpointPlan, QuarantinePolicy } from './types.js';
 
-export type SessionState = 'awaiting_hello' | 'awaiting_authenticated' | 'awaiting_subscribed' | 'streaming' | 'stopped';
+export type SessionState =
+  'awaiting_hello' | 'awaiting_authenticated' | 'awaiting_subscribed' | 'streaming' | 'stopped';
 
 /** Why a session stops for good (the caller returns or throws accordingly; it does not reconnect). */
 export type SessionStop =
@@ -156,7 +167,13 @@ export class Session {
   #dispatch(frame: ServerFrame): SessionAction[] {
     // reset_required and error may answer any client frame.
     if (frame.type === 'reset_required') {
-      return this.#finish({ kind: 'reset_required', reason: frame.reason, history: frame.history, refusedToken: frame.token, detectedLocally: false });
+      return this.#finish({
+        kind: 'reset_required',
+        reason: frame.reason,
+        history: frame.history,
+        refusedToken: frame.token,
+        detectedLocally: false,
+      });
     }
     if (frame.type === 'error') return this.#onError(frame);
     switch (this.#state) {
@@ -169,7 +186,13 @@ export class Session {
         return [
           {
             type: 'send',
-            frame: { type: 'subscribe', consumerId: this.#opts.consumerId, subscriptionId: this.#opts.subscriptionId, filter: this.#opts.filter, start: this.#opts.start },
+            frame: {
+              type: 'subscribe',
+              consumerId: this.#opts.consumerId,
+              subscriptionId: this.#opts.subscriptionId,
+              filter: this.#opts.filter,
+              start: this.#opts.start,
+            },
           },
         ];
       case 'awaiting_subscribed':
@@ -184,17 +207,33 @@ export class Session {
 
   #onHello(frame: Extract<ServerFrame, { type: 'hello' }>): SessionAction[] {
     if (frame.protocol !== PROTOCOL_NAME) {
-      throw new ProtocolViolation('hello_mismatch', 'hello', 'protocol', `expected ${PROTOCOL_NAME}, got ${JSON.stringify(frame.protocol)}`);
+      throw new ProtocolViolation(
+        'hello_mismatch',
+        'hello',
+        'protocol',
+        `expected ${PROTOCOL_NAME}, got ${JSON.stringify(frame.protocol)}`,
+      );
     }
     this.#hello = frame;
     const saved = this.#checkedAgainstSaved();
     if (saved) {
       if (frame.stream !== saved.stream) {
-        throw new ProtocolViolation('hello_mismatch', 'hello', 'stream', `expected ${saved.stream}, got ${frame.stream}`);
+        throw new ProtocolViolation(
+          'hello_mismatch',
+          'hello',
+          'stream',
+          `expected ${saved.stream}, got ${frame.stream}`,
+        );
       }
       if (frame.history.id !== saved.historyId && 'token' in this.#opts.start) {
         // The journal was rebuilt: the saved token means nothing there. Stop without an implicit jump.
-        return this.#finish({ kind: 'reset_required', reason: 'history_rebuilt', history: frame.history, refusedToken: this.#opts.start.token, detectedLocally: true });
+        return this.#finish({
+          kind: 'reset_required',
+          reason: 'history_rebuilt',
+          history: frame.history,
+          refusedToken: this.#opts.start.token,
+          detectedLocally: true,
+        });
       }
     }
     this.#state = 'awaiting_authenticated';
@@ -208,10 +247,14 @@ export class Session {
 
   #onSubscribed(frame: Extract<ServerFrame, { type: 'subscribed' }>): SessionAction[] {
     const o = this.#opts;
-    const mismatch = (field: string, reason: string) => new ProtocolViolation('binding_mismatch', 'subscribed', field, reason);
-    if (frame.consumerId !== o.consumerId) throw mismatch('consumerId', `expected ${o.consumerId}, got ${frame.consumerId}`);
-    if (frame.subscriptionId !== o.subscriptionId) throw mismatch('subscriptionId', `expected ${o.subscriptionId}, got ${frame.subscriptionId}`);
-    if (frame.filterHash !== this.#sentFilterHash) throw mismatch('filterHash', `expected ${this.#sentFilterHash} (the filter sent), got ${frame.filterHash}`);
+    const mismatch = (field: string, reason: string) =>
+      new ProtocolViolation('binding_mismatch', 'subscribed', field, reason);
+    if (frame.consumerId !== o.consumerId)
+      throw mismatch('consumerId', `expected ${o.consumerId}, got ${frame.consumerId}`);
+    if (frame.subscriptionId !== o.subscriptionId)
+      throw mismatch('subscriptionId', `expected ${o.subscriptionId}, got ${frame.subscriptionId}`);
+    if (frame.filterHash !== this.#sentFilterHash)
+      throw mismatch('filterHash', `expected ${this.#sentFilterHash} (the filter sent), got ${frame.filterHash}`);
     const savedGeneration = o.saved?.generation ?? null;
     if (o.start.mode === 'resume' || o.start.mode === 'rebind') {
       if (savedGeneration === null || o.committedPosition === null) {
@@ -219,17 +262,35 @@ export class Session {
       }
       const expected = o.start.mode === 'resume' ? savedGeneration : savedGeneration + 1;
       if (frame.generation !== expected) {
-        throw new ProtocolViolation('generation_mismatch', 'subscribed', 'generation', `expected ${expected} for ${o.start.mode}, got ${frame.generation}`);
+        throw new ProtocolViolation(
+          'generation_mismatch',
+          'subscribed',
+          'generation',
+          `expected ${expected} for ${o.start.mode}, got ${frame.generation}`,
+        );
       }
       if (frame.startPosition !== o.committedPosition) {
-        throw mismatch('startPosition', `expected the committed position ${o.committedPosition}, got ${frame.startPosition}`);
+        throw mismatch(
+          'startPosition',
+          `expected the committed position ${o.committedPosition}, got ${frame.startPosition}`,
+        );
       }
     }
     if (frame.cut.position < frame.startPosition) {
-      throw new ProtocolViolation('cut_mismatch', 'subscribed', 'cut.position', `${frame.cut.position} is below startPosition ${frame.startPosition}`);
+      throw new ProtocolViolation(
+        'cut_mismatch',
+        'subscribed',
+        'cut.position',
+        `${frame.cut.position} is below startPosition ${frame.startPosition}`,
+      );
     }
     if (frame.sourceQuality.asOf !== frame.cut.position) {
-      throw new ProtocolViolation('cut_mismatch', 'subscribed', 'sourceQuality.asOf', `${frame.sourceQuality.asOf} is not the cut ${frame.cut.position}`);
+      throw new ProtocolViolation(
+        'cut_mismatch',
+        'subscribed',
+        'sourceQuality.asOf',
+        `${frame.sourceQuality.asOf} is not the cut ${frame.cut.position}`,
+      );
     }
     const hello = this.#hello;
     if (!hello) throw unexpected('subscribed', 'hello');
@@ -270,18 +331,37 @@ export class Session {
         staging.stageQuality(frame);
         return [];
       case 'checkpoint': {
-        const plan = staging.checkpoint(frame, { fence: this.#fence, quarantinePolicy: this.#opts.quarantinePolicy, actions: this.#opts.actions });
+        const plan = staging.checkpoint(frame, {
+          fence: this.#fence,
+          quarantinePolicy: this.#opts.quarantinePolicy,
+          actions: this.#opts.actions,
+        });
         return [{ type: 'commit', plan }];
       }
       case 'caught_up':
         if (frame.generation !== staging.generation) {
-          throw new ProtocolViolation('generation_mismatch', 'caught_up', 'generation', `${frame.generation} is not the active generation ${staging.generation}`);
+          throw new ProtocolViolation(
+            'generation_mismatch',
+            'caught_up',
+            'generation',
+            `${frame.generation} is not the active generation ${staging.generation}`,
+          );
         }
         if (frame.cut.position !== this.#cutPosition) {
-          throw new ProtocolViolation('cut_mismatch', 'caught_up', 'cut.position', `${frame.cut.position} is not the subscribed cut ${this.#cutPosition}`);
+          throw new ProtocolViolation(
+            'cut_mismatch',
+            'caught_up',
+            'cut.position',
+            `${frame.cut.position} is not the subscribed cut ${this.#cutPosition}`,
+          );
         }
         if (!staging.cutReached) {
-          throw new ProtocolViolation('cut_mismatch', 'caught_up', 'cut.position', `no checkpoint reached the cut ${frame.cut.position} yet`);
+          throw new ProtocolViolation(
+            'cut_mismatch',
+            'caught_up',
+            'cut.position',
+            `no checkpoint reached the cut ${frame.cut.position} yet`,
+          );
         }
         this.#caughtUp = true;
         return [{ type: 'cut_reached', position: frame.cut.position }];
@@ -294,7 +374,12 @@ export class Session {
     switch (frame.code) {
       case 'overloaded':
       case 'slow_consumer':
-        return this.#finish({ kind: 'retry_later', code: frame.code, retryAfterMs: frame.retryAfterMs, message: frame.message });
+        return this.#finish({
+          kind: 'retry_later',
+          code: frame.code,
+          retryAfterMs: frame.retryAfterMs,
+          message: frame.message,
+        });
       case 'cursor_mismatch':
         return this.#finish({ kind: 'cursor_mismatch', message: frame.message });
       case 'stale_generation':

@@ -91,16 +91,36 @@ export class StagingBuffer {
     this.#checkGeneration('batch', frame.generation);
     const floor = Math.max(this.#checkpointPosition, this.#lastBatchPosition ?? this.#checkpointPosition);
     if (frame.position <= floor) {
-      throw new ProtocolViolation('position_order', 'batch', 'position', `${frame.position} is not above the previous batch/checkpoint position ${floor}`);
+      throw new ProtocolViolation(
+        'position_order',
+        'batch',
+        'position',
+        `${frame.position} is not above the previous batch/checkpoint position ${floor}`,
+      );
     }
     if (frame.position < this.#lastItemPosition) {
-      throw new ProtocolViolation('position_order', 'batch', 'position', `${frame.position} is below the last staged quality notice at ${this.#lastItemPosition}`);
+      throw new ProtocolViolation(
+        'position_order',
+        'batch',
+        'position',
+        `${frame.position} is below the last staged quality notice at ${this.#lastItemPosition}`,
+      );
     }
     if (frame.events.length !== frame.matchedEventCount) {
-      throw new ProtocolViolation('event_count', 'batch', 'matchedEventCount', `${frame.matchedEventCount} but ${frame.events.length} events delivered`);
+      throw new ProtocolViolation(
+        'event_count',
+        'batch',
+        'matchedEventCount',
+        `${frame.matchedEventCount} but ${frame.events.length} events delivered`,
+      );
     }
     if (frame.matchedEventCount > frame.sourceEventCount) {
-      throw new ProtocolViolation('event_count', 'batch', 'matchedEventCount', `${frame.matchedEventCount} exceeds sourceEventCount ${frame.sourceEventCount}`);
+      throw new ProtocolViolation(
+        'event_count',
+        'batch',
+        'matchedEventCount',
+        `${frame.matchedEventCount} exceeds sourceEventCount ${frame.sourceEventCount}`,
+      );
     }
     const staged: StagedEvent[] = [];
     let bytes = 0;
@@ -161,10 +181,20 @@ export class StagingBuffer {
     this.#checkGeneration('checkpoint', frame.generation);
     const floor = Math.max(this.#checkpointPosition, this.#lastItemPosition);
     if (frame.position < floor) {
-      throw new ProtocolViolation('position_order', 'checkpoint', 'position', `${frame.position} is below the last staged position ${floor}`);
+      throw new ProtocolViolation(
+        'position_order',
+        'checkpoint',
+        'position',
+        `${frame.position} is below the last staged position ${floor}`,
+      );
     }
     if (frame.batchCount !== this.#batches) {
-      throw new ProtocolViolation('batch_count', 'checkpoint', 'batchCount', `${frame.batchCount} but ${this.#batches} batches staged since the previous checkpoint`);
+      throw new ProtocolViolation(
+        'batch_count',
+        'checkpoint',
+        'batchCount',
+        `${frame.batchCount} but ${this.#batches} batches staged since the previous checkpoint`,
+      );
     }
     this.checkAge();
     const reachesCut = !this.#cutReached && frame.position >= this.#ctx.cut.position;
@@ -205,7 +235,12 @@ export class StagingBuffer {
 
   #checkGeneration(frameType: string, generation: number): void {
     if (generation !== this.#ctx.binding.generation) {
-      throw new ProtocolViolation('generation_mismatch', frameType, 'generation', `${generation} is not the active generation ${this.#ctx.binding.generation}`);
+      throw new ProtocolViolation(
+        'generation_mismatch',
+        frameType,
+        'generation',
+        `${generation} is not the active generation ${this.#ctx.binding.generation}`,
+      );
     }
   }
 

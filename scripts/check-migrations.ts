@@ -9,7 +9,10 @@ import { fileURLToPath } from 'node:url';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const migrations = join(root, 'db', 'migrations');
-const sqlFiles = (dir: string) => readdirSync(dir).filter((f) => f.endsWith('.sql')).sort();
+const sqlFiles = (dir: string) =>
+  readdirSync(dir)
+    .filter((f) => f.endsWith('.sql'))
+    .sort();
 
 function check(): number {
   const scratch = mkdtempSync(join(tmpdir(), 'whalehunt-migrations-'));
@@ -18,11 +21,18 @@ function check(): number {
     cpSync(migrations, out, { recursive: true });
     const config = join(scratch, 'drizzle.config.json');
     // drizzle-kit prefixes `out` with "./": give it paths relative to the working directory.
-    writeFileSync(config, JSON.stringify({ dialect: 'postgresql', schema: './db/schema.ts', out: relative(root, out) }));
-    const run = spawnSync(join(root, 'node_modules', '.bin', 'drizzle-kit'), ['generate', '--config', config, '--name', 'drift_check'], {
-      cwd: root,
-      encoding: 'utf8',
-    });
+    writeFileSync(
+      config,
+      JSON.stringify({ dialect: 'postgresql', schema: './db/schema.ts', out: relative(root, out) }),
+    );
+    const run = spawnSync(
+      join(root, 'node_modules', '.bin', 'drizzle-kit'),
+      ['generate', '--config', config, '--name', 'drift_check'],
+      {
+        cwd: root,
+        encoding: 'utf8',
+      },
+    );
     const output = `${run.stdout}${run.stderr}`;
     const added = sqlFiles(out).filter((f) => !sqlFiles(migrations).includes(f));
     if (added.length > 0) {

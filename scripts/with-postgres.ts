@@ -49,7 +49,10 @@ if (process.env.DATABASE_URL) {
   exitCode = await run(command, { ...process.env, DATABASE_URL: DEFAULT_TEST_DATABASE_URL });
 } else {
   process.stderr.write(`with-postgres: nothing answers at 127.0.0.1:5432; starting the embedded Postgres (.data/pg)\n`);
-  const embedded = await startEmbeddedPostgres({ dataDir: resolve(dirname(fileURLToPath(import.meta.url)), '../.data/pg'), database: 'test' });
+  const embedded = await startEmbeddedPostgres({
+    dataDir: resolve(dirname(fileURLToPath(import.meta.url)), '../.data/pg'),
+    database: 'test',
+  });
   try {
     exitCode = await run(command, { ...process.env, DATABASE_URL: embedded.databaseUrl });
   } finally {

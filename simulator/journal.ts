@@ -66,7 +66,22 @@ export function mulberry32(seed: number): () => number {
   };
 }
 
-const TOPICS = ['btc', 'eth', 'sol', 'fed', 'election', 'nba', 'nfl', 'oscars', 'gdp', 'cpi', 'spacex', 'ai', 'oil', 'gold'];
+const TOPICS = [
+  'btc',
+  'eth',
+  'sol',
+  'fed',
+  'election',
+  'nba',
+  'nfl',
+  'oscars',
+  'gdp',
+  'cpi',
+  'spacex',
+  'ai',
+  'oil',
+  'gold',
+];
 const VERBS = ['above', 'below', 'wins', 'cuts-rates', 'hits', 'launches', 'passes', 'beats'];
 const MONTHS = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];
 
@@ -79,10 +94,13 @@ interface Universe {
   smallWallets: string[];
 }
 
-function buildUniverse(opts: Required<Pick<GeneratorOptions, 'seed' | 'markets' | 'whales' | 'smallWallets'>>): Universe {
+function buildUniverse(
+  opts: Required<Pick<GeneratorOptions, 'seed' | 'markets' | 'whales' | 'smallWallets'>>,
+): Universe {
   const rng = mulberry32(opts.seed ^ 0x5eed);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rng() * xs.length)] as T;
-  const digits = (n: number): string => Array.from({ length: n }, (_, i) => String(Math.floor(rng() * 10) || (i === 0 ? 1 : 0))).join('');
+  const digits = (n: number): string =>
+    Array.from({ length: n }, (_, i) => String(Math.floor(rng() * 10) || (i === 0 ? 1 : 0))).join('');
   const hex = (n: number): string => Array.from({ length: n }, () => Math.floor(rng() * 16).toString(16)).join('');
   const markets: string[] = [];
   const mappings: Mappings = {};
@@ -119,7 +137,12 @@ class ActivityGenerator {
   constructor(
     private readonly universe: Universe,
     rngSeed: number,
-    private readonly settings: { correctionRate: number; qualityRate: number; maxEventsPerTransition: number; scopes: readonly string[] },
+    private readonly settings: {
+      correctionRate: number;
+      qualityRate: number;
+      maxEventsPerTransition: number;
+      scopes: readonly string[];
+    },
     startMs: number,
   ) {
     this.rng = mulberry32(rngSeed);
@@ -146,9 +169,10 @@ class ActivityGenerator {
     this.clockMs += 500 + Math.floor(this.rng() * 2500);
     const events: NewEvent[] = [];
     for (let i = 0; i < count; i++) {
-      const target = this.recentTrades.length > 0 && this.rng() < this.settings.correctionRate
-        ? this.recentTrades[Math.floor(this.rng() * this.recentTrades.length)]
-        : undefined;
+      const target =
+        this.recentTrades.length > 0 && this.rng() < this.settings.correctionRate
+          ? this.recentTrades[Math.floor(this.rng() * this.recentTrades.length)]
+          : undefined;
       events.push(target ? this.correction(target) : this.trade());
     }
     const quality: QualityChange[] = [];
@@ -170,7 +194,9 @@ class ActivityGenerator {
     const market = u.markets[Math.floor(this.rng() * u.markets.length)] as string;
     const [yes, no] = u.assetsByMarket.get(market) as [string, string];
     const whale = this.rng() < 0.15;
-    const wallet = whale ? u.whales[Math.floor(this.rng() * u.whales.length)] : u.smallWallets[Math.floor(this.rng() * u.smallWallets.length)];
+    const wallet = whale
+      ? u.whales[Math.floor(this.rng() * u.whales.length)]
+      : u.smallWallets[Math.floor(this.rng() * u.smallWallets.length)];
     const data = {
       market,
       asset: this.rng() < 0.5 ? yes : no,
@@ -190,7 +216,13 @@ class ActivityGenerator {
     target.revision += 1;
     const data = { ...target.data, price: this.price(), size: this.size(Number(target.data.size) >= 1000) };
     target.data = data;
-    return { kind: 'correction', entityId: target.entityId, revision: target.revision, observedAt: this.observedAt(), data };
+    return {
+      kind: 'correction',
+      entityId: target.entityId,
+      revision: target.revision,
+      observedAt: this.observedAt(),
+      data,
+    };
   }
 
   private track(trade: KnownTrade): void {
@@ -205,7 +237,10 @@ class ActivityGenerator {
   /** 64 hex digits, 8 at a time. */
   private hex32(): string {
     let out = '';
-    for (let i = 0; i < 8; i++) out += Math.floor(this.rng() * 0x100000000).toString(16).padStart(8, '0');
+    for (let i = 0; i < 8; i++)
+      out += Math.floor(this.rng() * 0x100000000)
+        .toString(16)
+        .padStart(8, '0');
     return out;
   }
 
@@ -235,7 +270,11 @@ const headerRecordSchema = z.object({
   floor: z.number().int().positive(),
   seed: z.number().int(),
   scopes: z.array(z.string().min(1)),
-  universe: z.object({ markets: z.number().int().positive(), whales: z.number().int().positive(), smallWallets: z.number().int().positive() }),
+  universe: z.object({
+    markets: z.number().int().positive(),
+    whales: z.number().int().positive(),
+    smallWallets: z.number().int().positive(),
+  }),
 });
 const transitionRecordSchema = z.object({
   record: z.literal('transition'),
@@ -269,7 +308,14 @@ export class Journal {
   private constructor(
     readonly seed: number,
     private readonly universeSize: { markets: number; whales: number; smallWallets: number },
-    settings: { correctionRate: number; qualityRate: number; maxEventsPerTransition: number; scopes: readonly string[]; startMs: number; historyId: string },
+    settings: {
+      correctionRate: number;
+      qualityRate: number;
+      maxEventsPerTransition: number;
+      scopes: readonly string[];
+      startMs: number;
+      historyId: string;
+    },
   ) {
     const universe = buildUniverse({ seed, ...universeSize });
     this.mappings = universe.mappings;
@@ -312,16 +358,26 @@ export class Journal {
       }
       if (!journal) {
         const header = headerRecordSchema.safeParse(json);
-        if (!header.success) throw new JournalError('invalid_journal_file', `${file}:${lineNo} must be the header record`);
+        if (!header.success)
+          throw new JournalError('invalid_journal_file', `${file}:${lineNo} must be the header record`);
         const h = header.data;
         journal = new Journal(h.seed, h.universe, {
-          correctionRate: 0.05, qualityRate: 0.01, maxEventsPerTransition: 4, scopes: h.scopes, startMs: 0, historyId: h.historyId,
+          correctionRate: 0.05,
+          qualityRate: 0.01,
+          maxEventsPerTransition: 4,
+          scopes: h.scopes,
+          startMs: 0,
+          historyId: h.historyId,
         });
         journal.floorValue = h.floor;
         continue;
       }
       const parsed = transitionRecordSchema.safeParse(json);
-      if (!parsed.success) throw new JournalError('invalid_journal_file', `${file}:${lineNo}: ${parsed.error.issues[0]?.message ?? 'invalid transition'}`);
+      if (!parsed.success)
+        throw new JournalError(
+          'invalid_journal_file',
+          `${file}:${lineNo}: ${parsed.error.issues[0]?.message ?? 'invalid transition'}`,
+        );
       const { record: _record, ...transition } = parsed.data;
       journal.insert(transition);
     }
@@ -335,9 +391,17 @@ export class Journal {
 
   async save(file: string): Promise<void> {
     const header = {
-      record: 'header', historyId: this.historyIdValue, floor: this.floorValue, seed: this.seed, scopes: this.scopes, universe: this.universeSize,
+      record: 'header',
+      historyId: this.historyIdValue,
+      floor: this.floorValue,
+      seed: this.seed,
+      scopes: this.scopes,
+      universe: this.universeSize,
     };
-    const lines = [JSON.stringify(header), ...this.transitions.map((t) => JSON.stringify({ record: 'transition', ...t }))];
+    const lines = [
+      JSON.stringify(header),
+      ...this.transitions.map((t) => JSON.stringify({ record: 'transition', ...t })),
+    ];
     await writeFile(file, `${lines.join('\n')}\n`, 'utf8');
   }
 
@@ -360,7 +424,8 @@ export class Journal {
 
   /** Appends one transition at head + 1 and tells live listeners. */
   append(input: NewTransition): Transition {
-    if (input.events.length === 0) throw new JournalError('empty_transition', 'a transition holds at least one source event');
+    if (input.events.length === 0)
+      throw new JournalError('empty_transition', 'a transition holds at least one source event');
     const position = this.headPosition + 1;
     const events = input.events.map((e, i): JournalEvent => {
       const eventId = e.eventId ?? this.nextEventId();
@@ -403,7 +468,10 @@ export class Journal {
   /** Drops every transition below `position`; tokens before it can no longer be served. */
   setRetentionFloor(position: number): void {
     if (!Number.isInteger(position) || position < this.floorValue || position > this.headPosition + 1) {
-      throw new JournalError('invalid_floor', `retention floor must be within ${this.floorValue}..${this.headPosition + 1}, got ${position}`);
+      throw new JournalError(
+        'invalid_floor',
+        `retention floor must be within ${this.floorValue}..${this.headPosition + 1}, got ${position}`,
+      );
     }
     this.floorValue = position;
     this.transitions = this.transitions.slice(this.indexAfter(position - 1));
@@ -459,7 +527,9 @@ export class Journal {
 
   /** The source quality of every scope as of `position` (the last change at or below it). */
   qualityAt(position: number): QualityScope[] {
-    const state = new Map<string, QualityScope>(this.scopes.map((scope) => [scope, { scope, state: 'ok', lastPosition: 0 }]));
+    const state = new Map<string, QualityScope>(
+      this.scopes.map((scope) => [scope, { scope, state: 'ok', lastPosition: 0 }]),
+    );
     for (const q of this.qualityLog) {
       if (q.position > position) break;
       state.set(q.scope, { scope: q.scope, state: q.state, lastPosition: q.position });
@@ -469,10 +539,14 @@ export class Journal {
 
   private insert(transition: Transition): void {
     if (transition.position <= this.headPosition) {
-      throw new JournalError('position_not_increasing', `position ${transition.position} is not above the head ${this.headPosition}`);
+      throw new JournalError(
+        'position_not_increasing',
+        `position ${transition.position} is not above the head ${this.headPosition}`,
+      );
     }
     for (const e of transition.events) {
-      if (this.eventIds.has(e.eventId)) throw new JournalError('duplicate_event_id', `eventId ${e.eventId} is already in the journal`);
+      if (this.eventIds.has(e.eventId))
+        throw new JournalError('duplicate_event_id', `eventId ${e.eventId} is already in the journal`);
     }
     for (const e of transition.events) {
       this.eventIds.add(e.eventId);
@@ -493,15 +567,27 @@ export class Journal {
     const universe = buildUniverse({ seed: this.seed, ...this.universeSize });
     const last = this.transitions.at(-1)?.events.at(-1);
     const startMs = last ? Date.parse(last.observedAt) : Date.parse('2026-01-01T00:00:00.000Z');
-    return new ActivityGenerator(universe, (this.seed ^ this.headPosition) >>> 0, {
-      correctionRate: 0.05, qualityRate: 0.01, maxEventsPerTransition: 4, scopes: this.scopes,
-    }, Number.isFinite(startMs) ? startMs : 0);
+    return new ActivityGenerator(
+      universe,
+      (this.seed ^ this.headPosition) >>> 0,
+      {
+        correctionRate: 0.05,
+        qualityRate: 0.01,
+        maxEventsPerTransition: 4,
+        scopes: this.scopes,
+      },
+      Number.isFinite(startMs) ? startMs : 0,
+    );
   }
 }
 
 export class JournalError extends Error {
   override readonly name = 'JournalError';
-  constructor(readonly code: 'invalid_journal_file' | 'empty_transition' | 'invalid_floor' | 'position_not_increasing' | 'duplicate_event_id', message: string) {
+  constructor(
+    readonly code:
+      'invalid_journal_file' | 'empty_transition' | 'invalid_floor' | 'position_not_increasing' | 'duplicate_event_id',
+    message: string,
+  ) {
     super(message);
   }
 }

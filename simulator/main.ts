@@ -1,5 +1,6 @@
 // The reference stream server as a process:
-//   npx tsx simulator/main.ts --port 8787 --seed 42 --transitions 2000 --live-rate 5 --api-key dev-key [--journal f.jsonl] [faults]
+//   npx tsx simulator/main.ts --port 8787 --seed 42 --transitions 2000 --live-rate 5 --api-key dev-key \
+//     [--journal f.jsonl] [faults]
 // With --journal, an existing file is loaded; a missing one is generated from the seed and written there.
 import { access } from 'node:fs/promises';
 import { pagePath } from '../protocol/codec.js';
@@ -9,7 +10,10 @@ import { ReferenceStreamServer } from './server.js';
 
 async function loadJournal(config: SimulatorConfig): Promise<Journal> {
   if (config.journalFile) {
-    const exists = await access(config.journalFile).then(() => true, () => false);
+    const exists = await access(config.journalFile).then(
+      () => true,
+      () => false,
+    );
     if (exists) return Journal.load(config.journalFile);
   }
   const journal = Journal.generate({ seed: config.seed, transitions: config.transitions });

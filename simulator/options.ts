@@ -45,13 +45,36 @@ const flagsSchema = z
     'page-non-advancing': z.boolean().default(false),
     'page-expired': z.boolean().default(false),
   })
-  .refine((f) => !(f['refuse-acks'] && f['lose-acks']), { message: '--refuse-acks and --lose-acks exclude each other' });
+  .refine((f) => !(f['refuse-acks'] && f['lose-acks']), {
+    message: '--refuse-acks and --lose-acks exclude each other',
+  });
 
 const stringFlags = [
-  'port', 'host', 'seed', 'transitions', 'live-rate', 'journal', 'stream', 'checkpoint-every', 'live-checkpoint-every',
-  'live-checkpoint-interval-ms', 'max-unacked', 'slow-consumer-grace-ms', 'max-frame-bytes', 'token-secret', 'drop-after-frames',
-  'drop-at-position', 'sequence-fault', 'refuse-acks', 'lose-acks', 'overload-subscribes', 'overload-retry-after-ms', 'conflict-at',
-  'unknown-kind-at', 'oversize-at', 'page-overlap',
+  'port',
+  'host',
+  'seed',
+  'transitions',
+  'live-rate',
+  'journal',
+  'stream',
+  'checkpoint-every',
+  'live-checkpoint-every',
+  'live-checkpoint-interval-ms',
+  'max-unacked',
+  'slow-consumer-grace-ms',
+  'max-frame-bytes',
+  'token-secret',
+  'drop-after-frames',
+  'drop-at-position',
+  'sequence-fault',
+  'refuse-acks',
+  'lose-acks',
+  'overload-subscribes',
+  'overload-retry-after-ms',
+  'conflict-at',
+  'unknown-kind-at',
+  'oversize-at',
+  'page-overlap',
 ] as const;
 const booleanFlags = ['drain-old-connections', 'page-non-advancing', 'page-expired'] as const;
 
@@ -99,7 +122,9 @@ export function parseSimulatorArgs(argv: readonly string[], env: NodeJS.ProcessE
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const flag = issue?.path[0];
-    throw new SimulatorUsageError(`${flag !== undefined ? `--${String(flag)}: ` : ''}${issue?.message ?? 'invalid flags'}`);
+    throw new SimulatorUsageError(
+      `${flag !== undefined ? `--${String(flag)}: ` : ''}${issue?.message ?? 'invalid flags'}`,
+    );
   }
   const f = parsed.data;
   const apiKeys = f['api-key'].length > 0 ? f['api-key'] : env.WHALEHUNT_API_KEY ? [env.WHALEHUNT_API_KEY] : [];
@@ -113,7 +138,8 @@ export function parseSimulatorArgs(argv: readonly string[], env: NodeJS.ProcessE
   }
   if (f['refuse-acks'] !== undefined) faults.ack = { mode: 'refuse', count: f['refuse-acks'] };
   if (f['lose-acks'] !== undefined) faults.ack = { mode: 'lose', count: f['lose-acks'] };
-  if (f['overload-subscribes'] !== undefined) faults.overloadSubscribes = { count: f['overload-subscribes'], retryAfterMs: f['overload-retry-after-ms'] };
+  if (f['overload-subscribes'] !== undefined)
+    faults.overloadSubscribes = { count: f['overload-subscribes'], retryAfterMs: f['overload-retry-after-ms'] };
   if (f['drain-old-connections']) faults.drainOldConnections = true;
   if (f['conflict-at'] !== undefined) faults.conflictingEventAt = f['conflict-at'];
   if (f['unknown-kind-at'] !== undefined) faults.unknownKindAt = f['unknown-kind-at'];

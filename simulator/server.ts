@@ -97,7 +97,8 @@ export interface AckRecord {
   at: Date;
 }
 
-export type AckRejection = 'wrong_connection' | 'stale_generation' | 'unknown_checkpoint' | 'not_subscribed' | 'fault_refused' | 'fault_lost';
+export type AckRejection =
+  'wrong_connection' | 'stale_generation' | 'unknown_checkpoint' | 'not_subscribed' | 'fault_refused' | 'fault_lost';
 export interface RejectedAckRecord extends AckRecord {
   reason: AckRejection;
 }
@@ -144,7 +145,12 @@ export class ReferenceStreamServer {
   readonly url: string;
   readonly httpUrl: string;
 
-  /** @internal */ readonly settings: Required<Omit<ReferenceServerOptions, 'journal' | 'apiKeys' | 'port' | 'host' | 'faults' | 'tokenSecret' | 'stream' | 'liveAppendRate'>>;
+  /** @internal */ readonly settings: Required<
+    Omit<
+      ReferenceServerOptions,
+      'journal' | 'apiKeys' | 'port' | 'host' | 'faults' | 'tokenSecret' | 'stream' | 'liveAppendRate'
+    >
+  >;
   /** @internal */ readonly signer: TokenSigner;
   private readonly apiKeys: readonly string[];
   private readonly sessions = new Set<Session>();
@@ -254,7 +260,10 @@ export class ReferenceStreamServer {
     this.generations.set(key, Math.max(this.generations.get(key) ?? 0, generation));
   }
 
-  /** @internal Makes `session` the active one of its binding; the previous one is closed unless a fault keeps it draining. */
+  /**
+   * @internal Makes `session` the active one of its binding; the previous one is closed unless a fault keeps it
+   * draining.
+   */
   activate(session: Session, consumerId: string, subscriptionId: string): void {
     const key = bindingKey(consumerId, subscriptionId);
     const previous = this.activeByBinding.get(key);
@@ -311,7 +320,10 @@ export class ReferenceStreamServer {
     const url = new URL(req.url ?? '/', this.httpUrl);
     if (req.method !== 'GET' || url.pathname !== pagePath(this.stream)) {
       if (url.pathname === STREAM_PATH) return; // the WebSocket upgrade path; ws answers plain requests itself
-      sendJson(res, 404, { code: 'protocol_violation', message: `no such endpoint: ${req.method ?? ''} ${url.pathname}` } satisfies PageError);
+      sendJson(res, 404, {
+        code: 'protocol_violation',
+        message: `no such endpoint: ${req.method ?? ''} ${url.pathname}`,
+      } satisfies PageError);
       return;
     }
     if (!this.checkApiKey(apiKeyOfPageAuthorization(req.headers.authorization))) {
@@ -321,7 +333,10 @@ export class ReferenceStreamServer {
     const limitText = url.searchParams.get(PAGE_QUERY.limit) ?? '100';
     const limit = Number(limitText);
     if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) {
-      sendJson(res, 400, { code: 'protocol_violation', message: 'limit must be an integer within 1..10000' } satisfies PageError);
+      sendJson(res, 400, {
+        code: 'protocol_violation',
+        message: 'limit must be an integer within 1..10000',
+      } satisfies PageError);
       return;
     }
     let filter: StreamFilter = {};
@@ -335,7 +350,10 @@ export class ReferenceStreamServer {
       }
       const parsed = filterSchema.safeParse(json);
       if (!parsed.success) {
-        sendJson(res, 400, { code: 'protocol_violation', message: 'filter must be a filter object as canonical JSON' } satisfies PageError);
+        sendJson(res, 400, {
+          code: 'protocol_violation',
+          message: 'filter must be a filter object as canonical JSON',
+        } satisfies PageError);
         return;
       }
       filter = parsed.data;
@@ -347,7 +365,10 @@ export class ReferenceStreamServer {
     if (cursor !== null) {
       const claims = this.signer.verify(cursor);
       if (!claims || claims.consumerId !== '' || claims.subscriptionId !== '') {
-        sendJson(res, 409, { code: 'cursor_mismatch', message: 'the cursor is not a page cursor of this server' } satisfies PageError);
+        sendJson(res, 409, {
+          code: 'cursor_mismatch',
+          message: 'the cursor is not a page cursor of this server',
+        } satisfies PageError);
         return;
       }
       if (claims.historyId !== history.id) {
@@ -355,7 +376,10 @@ export class ReferenceStreamServer {
         return;
       }
       if (claims.filterHash !== hash || claims.position > history.head) {
-        sendJson(res, 409, { code: 'cursor_mismatch', message: 'the cursor belongs to another filter' } satisfies PageError);
+        sendJson(res, 409, {
+          code: 'cursor_mismatch',
+          message: 'the cursor belongs to another filter',
+        } satisfies PageError);
         return;
       }
       if (claims.position < history.floor - 1) {
@@ -370,7 +394,8 @@ export class ReferenceStreamServer {
       return;
     }
     const matcher = compileFilter(filter);
-    const toPageEvents = (t: Transition): PageEvent[] => t.events.filter(matcher).map((e) => ({ position: t.position, ...e }));
+    const toPageEvents = (t: Transition): PageEvent[] =>
+      t.events.filter(matcher).map((e) => ({ position: t.position, ...e }));
     const events: PageEvent[] = [];
     if (this.faults.pageOverlap) {
       // A retried page that starts before its cursor: the reader must recognise these as already applied.
@@ -393,7 +418,14 @@ export class ReferenceStreamServer {
       end = t.position;
       scanned += 1;
     }
-    let next = this.signer.sign({ historyId: history.id, consumerId: '', subscriptionId: '', generation: 0, filterHash: hash, position: end });
+    let next = this.signer.sign({
+      historyId: history.id,
+      consumerId: '',
+      subscriptionId: '',
+      generation: 0,
+      filterHash: hash,
+      position: end,
+    });
     if (this.faults.pageNonAdvancing && cursor !== null) {
       this.faults.pageNonAdvancing = undefined;
       next = cursor;
@@ -421,7 +453,8 @@ export function compileFilter(filter: StreamFilter): (event: JournalEvent) => bo
   const kinds = filter.kinds ? new Set(filter.kinds) : undefined;
   const markets = filter.markets ? new Set(filter.markets) : undefined;
   const wallets = filter.wallets ? new Set(filter.wallets) : undefined;
-  const minNotional: Decimal | undefined = filter.minNotional !== undefined ? parseDecimal(filter.minNotional) : undefined;
+  const minNotional: Decimal | undefined =
+    filter.minNotional !== undefined ? parseDecimal(filter.minNotional) : undefined;
   return (event) => {
     if (kinds && !kinds.has(event.kind)) return false;
     if (markets && !markets.has(String(event.data.market))) return false;
@@ -505,7 +538,13 @@ class Session {
   }
 
   start(): void {
-    this.send({ type: 'hello', protocol: PROTOCOL_NAME, connectionId: this.connectionId, stream: this.server.stream, history: this.server.journal.history });
+    this.send({
+      type: 'hello',
+      protocol: PROTOCOL_NAME,
+      connectionId: this.connectionId,
+      stream: this.server.stream,
+      history: this.server.journal.history,
+    });
   }
 
   onJournalAppend(): void {
@@ -536,14 +575,18 @@ class Session {
     if (this.state === 'closed') return;
     let frame;
     try {
-      frame = decodeClientFrame(isBinary ? data : rawText(data), { isBinary, maxFrameBytes: this.server.settings.maxFrameBytes });
+      frame = decodeClientFrame(isBinary ? data : rawText(data), {
+        isBinary,
+        maxFrameBytes: this.server.settings.maxFrameBytes,
+      });
     } catch (err) {
       this.fail('protocol_violation', err instanceof Error ? err.message : 'undecodable frame');
       return;
     }
     switch (frame.type) {
       case 'authenticate': {
-        if (this.state !== 'awaiting_auth') return this.fail('protocol_violation', 'authenticate is only valid once, right after hello');
+        if (this.state !== 'awaiting_auth')
+          return this.fail('protocol_violation', 'authenticate is only valid once, right after hello');
         const principal = this.server.checkApiKey(frame.apiKey);
         if (!principal) return this.fail('unauthorized', 'the API key is not valid');
         this.state = 'awaiting_subscribe';
@@ -552,7 +595,10 @@ class Session {
       }
       case 'subscribe':
         if (this.state !== 'awaiting_subscribe') {
-          return this.fail('protocol_violation', this.state === 'awaiting_auth' ? 'authenticate before subscribe' : 'a connection subscribes once');
+          return this.fail(
+            'protocol_violation',
+            this.state === 'awaiting_auth' ? 'authenticate before subscribe' : 'a connection subscribes once',
+          );
         }
         return this.subscribe(frame);
       case 'ack':
@@ -576,7 +622,11 @@ class Session {
     if (start.mode === 'resume' || start.mode === 'rebind') {
       const claims = this.server.signer.verify(start.token);
       const refusal = this.checkToken(claims, consumerId, subscriptionId, start.mode === 'resume' ? hash : undefined);
-      if (refusal === 'cursor_mismatch') return this.fail('cursor_mismatch', `the ${start.mode} token does not belong to this consumer, subscription and filter`);
+      if (refusal === 'cursor_mismatch')
+        return this.fail(
+          'cursor_mismatch',
+          `the ${start.mode} token does not belong to this consumer, subscription and filter`,
+        );
       if (refusal) return this.resetRequired(refusal, start.token);
       const token = claims as TokenClaims;
       generation = start.mode === 'resume' ? token.generation : token.generation + 1;
@@ -603,13 +653,33 @@ class Session {
       mappings: mappingsFor(journal.mappings, filter),
       sourceQuality: { asOf: cut, scopes: journal.qualityAt(cut) },
     });
-    this.server.record('subscription', { connectionId: this.connectionId, consumerId, subscriptionId, generation, filterHash: hash, startPosition, cut, mode: start.mode });
+    this.server.record('subscription', {
+      connectionId: this.connectionId,
+      consumerId,
+      subscriptionId,
+      generation,
+      filterHash: hash,
+      startPosition,
+      cut,
+      mode: start.mode,
+    });
     void this.pump();
   }
 
   /** Why a token cannot be served, or undefined when it can. `filterHash` undefined: a rebind (new filter). */
-  private checkToken(claims: TokenClaims | undefined, consumerId: string, subscriptionId: string, filterHash: string | undefined): 'cursor_mismatch' | ResetReason | undefined {
-    if (!claims || claims.consumerId !== consumerId || claims.subscriptionId !== subscriptionId || claims.generation < 1) return 'cursor_mismatch';
+  private checkToken(
+    claims: TokenClaims | undefined,
+    consumerId: string,
+    subscriptionId: string,
+    filterHash: string | undefined,
+  ): 'cursor_mismatch' | ResetReason | undefined {
+    if (
+      !claims ||
+      claims.consumerId !== consumerId ||
+      claims.subscriptionId !== subscriptionId ||
+      claims.generation < 1
+    )
+      return 'cursor_mismatch';
     const history = this.server.journal.history;
     if (claims.historyId !== history.id) return 'history_rebuilt';
     if (filterHash !== undefined && claims.filterHash !== filterHash) return 'cursor_mismatch';
@@ -641,12 +711,18 @@ class Session {
     }
     if (frame.generation !== binding.generation) {
       reject('stale_generation');
-      return this.fail('stale_generation', `ack names generation ${frame.generation}; the active generation is ${binding.generation}`);
+      return this.fail(
+        'stale_generation',
+        `ack names generation ${frame.generation}; the active generation is ${binding.generation}`,
+      );
     }
     const sent = this.sentCheckpoints.get(frame.token);
     if (!sent || sent.position !== frame.position) {
       reject('unknown_checkpoint');
-      return this.fail('protocol_violation', `ack at position ${frame.position} does not match a checkpoint sent on this connection`);
+      return this.fail(
+        'protocol_violation',
+        `ack at position ${frame.position} does not match a checkpoint sent on this connection`,
+      );
     }
     const fault = this.server.faults.ack;
     if (fault && fault.count > 0) {
@@ -654,7 +730,11 @@ class Session {
       if (fault.count === 0) this.server.faults.ack = undefined;
       if (fault.mode === 'lose') return reject('fault_lost');
       reject('fault_refused');
-      return this.fail('overloaded', 'the acknowledgement could not be recorded; resume from your committed checkpoint', 0);
+      return this.fail(
+        'overloaded',
+        'the acknowledgement could not be recorded; resume from your committed checkpoint',
+        0,
+      );
     }
     // ACKs are cumulative: a checkpoint acknowledges every earlier one of this connection.
     this.ackedCount = Math.max(this.ackedCount, sent.index + 1);
@@ -734,7 +814,14 @@ class Session {
       });
     }
     for (const q of transition.quality) {
-      this.send({ type: 'quality', generation: binding.generation, position: transition.position, scope: q.scope, state: q.state, deliveryMode: mode });
+      this.send({
+        type: 'quality',
+        generation: binding.generation,
+        position: transition.position,
+        scope: q.scope,
+        state: q.state,
+        deliveryMode: mode,
+      });
     }
     this.scanned = transition.position;
     this.transitionsSinceCheckpoint += 1;
@@ -769,7 +856,9 @@ class Session {
     return events;
   }
 
-  /** The nearest event before `position` that this connection's filter delivers (a conflict needs one the client saw). */
+  /**
+   * The nearest event before `position` that this connection's filter delivers (a conflict needs one the client saw).
+   */
   private earlierMatchedEvent(position: number): JournalEvent | undefined {
     const binding = this.binding as ActiveBinding;
     const journal = this.server.journal;
@@ -790,7 +879,13 @@ class Session {
       filterHash: binding.filterHash,
       position,
     });
-    this.send({ type: 'checkpoint', generation: binding.generation, position, token, batchCount: this.batchesSinceCheckpoint });
+    this.send({
+      type: 'checkpoint',
+      generation: binding.generation,
+      position,
+      token,
+      batchCount: this.batchesSinceCheckpoint,
+    });
     this.sentCheckpoints.set(token, { position, index: this.checkpointCount });
     this.checkpointCount += 1;
     this.lastCheckpointPosition = position;
@@ -814,7 +909,10 @@ class Session {
     this.slowTimer = setTimeout(() => {
       this.slowTimer = undefined;
       if (this.unacked() >= this.server.settings.maxUnackedCheckpoints) {
-        this.fail('slow_consumer', `${this.unacked()} checkpoints are unacknowledged; the window is ${this.server.settings.maxUnackedCheckpoints}`);
+        this.fail(
+          'slow_consumer',
+          `${this.unacked()} checkpoints are unacknowledged; the window is ${this.server.settings.maxUnackedCheckpoints}`,
+        );
       }
     }, this.server.settings.slowConsumerGraceMs);
   }
@@ -855,7 +953,8 @@ class Session {
     this.framesSent += 1;
     this.ws.send(text, () => {
       this.pendingSends -= 1;
-      if (this.pendingSends === 0 || (this.state !== 'closed' && this.pendingSends < SEND_HIGH_WATER / 2)) this.releaseDrainWaiters();
+      if (this.pendingSends === 0 || (this.state !== 'closed' && this.pendingSends < SEND_HIGH_WATER / 2))
+        this.releaseDrainWaiters();
     });
     const dropAfter = this.server.faults.dropAfterFrames;
     if (dropAfter !== undefined && this.framesSent >= dropAfter) {
@@ -896,4 +995,3 @@ class Session {
     this.slowTimer = undefined;
   }
 }
-

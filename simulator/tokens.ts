@@ -28,7 +28,14 @@ export class TokenSigner {
 
   sign(claims: TokenClaims): string {
     const payload = Buffer.from(
-      JSON.stringify({ h: claims.historyId, c: claims.consumerId, s: claims.subscriptionId, g: claims.generation, f: claims.filterHash, p: claims.position }),
+      JSON.stringify({
+        h: claims.historyId,
+        c: claims.consumerId,
+        s: claims.subscriptionId,
+        g: claims.generation,
+        f: claims.filterHash,
+        p: claims.position,
+      }),
       'utf8',
     ).toString('base64url');
     return `${payload}.${this.mac(payload)}`;

@@ -29,14 +29,27 @@ export class ConfigError extends Error {
   }
 }
 
-const required = (what: string) => z.string({ error: `is required (${what})` }).trim().min(1, `is required (${what})`);
-const positiveInt = (fallback: number) => z.coerce.number({ error: 'must be a positive integer' }).int('must be a positive integer').positive('must be a positive integer').default(fallback);
+const required = (what: string) =>
+  z
+    .string({ error: `is required (${what})` })
+    .trim()
+    .min(1, `is required (${what})`);
+const positiveInt = (fallback: number) =>
+  z.coerce
+    .number({ error: 'must be a positive integer' })
+    .int('must be a positive integer')
+    .positive('must be a positive integer')
+    .default(fallback);
 const optionalText = z
   .string()
   .trim()
   .transform((s) => (s === '' ? undefined : s))
   .optional();
-const url = (protocols: RegExp, what: string) => z.string().trim().refine((s) => protocols.test(s) && URL.canParse(s), `must be a ${what} URL`);
+const url = (protocols: RegExp, what: string) =>
+  z
+    .string()
+    .trim()
+    .refine((s) => protocols.test(s) && URL.canParse(s), `must be a ${what} URL`);
 
 const envSchema = z.object({
   DATABASE_URL: required('a postgres:// connection URL').pipe(url(/^postgres(ql)?:\/\//, 'postgres://')),
@@ -58,9 +71,25 @@ const envSchema = z.object({
   QUARANTINE_TERMINAL_REASONS: z
     .string()
     .default('')
-    .transform((list) => list.split(',').map((s) => s.trim()).filter((s) => s !== ''))
-    .pipe(z.array(z.enum(QUARANTINE_REASONS as [QuarantineReason, ...QuarantineReason[]], { error: `each must be one of ${QUARANTINE_REASONS.join(', ')}` }))),
-  WHALE_ALERT_MIN_NOTIONAL: optionalText.pipe(z.string().regex(/^\d+(\.\d+)?$/, 'must be a decimal string such as "50000"').optional()),
+    .transform((list) =>
+      list
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s !== ''),
+    )
+    .pipe(
+      z.array(
+        z.enum(QUARANTINE_REASONS as [QuarantineReason, ...QuarantineReason[]], {
+          error: `each must be one of ${QUARANTINE_REASONS.join(', ')}`,
+        }),
+      ),
+    ),
+  WHALE_ALERT_MIN_NOTIONAL: optionalText.pipe(
+    z
+      .string()
+      .regex(/^\d+(\.\d+)?$/, 'must be a decimal string such as "50000"')
+      .optional(),
+  ),
   WHALE_ALERT_WEBHOOK_URL: optionalText.pipe(url(/^https?:\/\//, 'http(s)://').optional()),
   PAGE_STREAM: z.string().trim().min(1, 'must not be empty').default('polymarket'),
   // The source may answer up to its own maximum; 10,000 keeps one page's events a bounded allocation.
@@ -79,7 +108,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
   const parsed = envSchema.safeParse(env);
   if (!parsed.success) {
     throw new ConfigError(
-      parsed.error.issues.map((issue) => ({ variable: String(issue.path[0] ?? '(environment)'), problem: issue.message })),
+      parsed.error.issues.map((issue) => ({
+        variable: String(issue.path[0] ?? '(environment)'),
+        problem: issue.message,
+      })),
     );
   }
   const e = parsed.data;
@@ -96,7 +128,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
       actions: { whaleAlertMinNotional: e.WHALE_ALERT_MIN_NOTIONAL ?? null },
       heartbeatEveryMs: e.HEARTBEAT_MS,
       connectTimeoutMs: e.CONNECT_TIMEOUT_MS,
-      reconnect: { maxAttempts: e.RECONNECT_MAX_ATTEMPTS, initialMs: e.RECONNECT_INITIAL_MS, maxMs: e.RECONNECT_MAX_MS },
+      reconnect: {
+        maxAttempts: e.RECONNECT_MAX_ATTEMPTS,
+        initialMs: e.RECONNECT_INITIAL_MS,
+        maxMs: e.RECONNECT_MAX_MS,
+      },
     },
     leaseMs: e.LEASE_MS,
     whaleAlert: { minNotional: e.WHALE_ALERT_MIN_NOTIONAL ?? null, webhookUrl: e.WHALE_ALERT_WEBHOOK_URL ?? null },
@@ -111,7 +147,10 @@ export function redact(config: WorkerConfig): Record<string, unknown> {
     ...config,
     databaseUrl: maskUrlPassword(config.databaseUrl),
     stream: { ...config.stream, url: maskUrlPassword(config.stream.url), apiKey: '[REDACTED]' },
-    whaleAlert: { ...config.whaleAlert, webhookUrl: config.whaleAlert.webhookUrl === null ? null : maskUrlPassword(config.whaleAlert.webhookUrl) },
+    whaleAlert: {
+      ...config.whaleAlert,
+      webhookUrl: config.whaleAlert.webhookUrl === null ? null : maskUrlPassword(config.whaleAlert.webhookUrl),
+    },
   };
 }
 

@@ -122,16 +122,24 @@ interface DevServerOptions {
   log: (line: string) => void;
 }
 
-async function startTemporalDevServer(options: DevServerOptions): Promise<{ address: string; uiUrl: string; stop: () => Promise<void> }> {
+async function startTemporalDevServer(
+  options: DevServerOptions,
+): Promise<{ address: string; uiUrl: string; stop: () => Promise<void> }> {
   const cli = await ensureTemporalCli(options.env);
   const address = `127.0.0.1:${options.port}`;
   const args = [
-    'server', 'start-dev',
-    '--ip', '127.0.0.1',
-    '--port', String(options.port),
-    '--ui-port', String(options.uiPort),
-    '--db-filename', options.dbFilename,
-    '--log-level', 'warn',
+    'server',
+    'start-dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(options.port),
+    '--ui-port',
+    String(options.uiPort),
+    '--db-filename',
+    options.dbFilename,
+    '--log-level',
+    'warn',
     ...Object.entries(SEARCH_ATTRIBUTES).flatMap(([name, type]) => ['--search-attribute', `${name}=${type}`]),
     // "default" always exists; any other namespace is created at launch.
     ...(options.namespace === 'default' ? [] : ['--namespace', options.namespace]),
@@ -201,7 +209,9 @@ async function ensureTemporalCli(env: NodeJS.ProcessEnv): Promise<string> {
     throw new Error('scripts/ensure-temporal-cli.sh printed no path');
   } catch (cause) {
     const detail = (cause as { stderr?: string }).stderr?.trim() || String(cause);
-    throw new LocalServicesError('temporal_cli_unavailable', `no Temporal CLI for the dev server:\n${detail}`, { cause });
+    throw new LocalServicesError('temporal_cli_unavailable', `no Temporal CLI for the dev server:\n${detail}`, {
+      cause,
+    });
   }
 }
 
@@ -270,7 +280,10 @@ function portFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number): nu
   if (raw === undefined) return fallback;
   const port = Number(raw);
   if (!Number.isInteger(port) || port < 1 || port > 65_535) {
-    throw new LocalServicesError('invalid_local_services_config', `${name} must be a port number (1-65535), got ${JSON.stringify(raw)}`);
+    throw new LocalServicesError(
+      'invalid_local_services_config',
+      `${name} must be a port number (1-65535), got ${JSON.stringify(raw)}`,
+    );
   }
   return port;
 }

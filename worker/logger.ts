@@ -39,7 +39,11 @@ export class JsonLogger implements Logger {
     this.level = options.level ?? 'INFO';
     // Keep each secret's JSON-escaped spelling too: lines are redacted after serialisation.
     this.secrets = [
-      ...new Set((options.secrets ?? []).filter((s) => s.length >= MIN_SECRET_LENGTH).flatMap((s) => [s, JSON.stringify(s).slice(1, -1)])),
+      ...new Set(
+        (options.secrets ?? [])
+          .filter((s) => s.length >= MIN_SECRET_LENGTH)
+          .flatMap((s) => [s, JSON.stringify(s).slice(1, -1)]),
+      ),
     ];
     this.bindings = options.bindings ?? {};
     this.write = options.write ?? ((line) => void process.stdout.write(line));

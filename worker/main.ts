@@ -41,13 +41,20 @@ export function parseCrashAt(value: string | undefined): { point: CrashPoint; po
  * Hooks that SIGKILL the process the first time the cut point is reached at or past `position` (a filtered
  * stream skips positions, so "reached" means at or beyond). SIGKILL: no handler, no flush, no goodbye.
  */
-export function crashHooks(crash: { point: CrashPoint; position: number }, log: JsonLogger): NonNullable<CreateWorkerOptions['hooks']> {
+export function crashHooks(
+  crash: { point: CrashPoint; position: number },
+  log: JsonLogger,
+): NonNullable<CreateWorkerOptions['hooks']> {
   const maybeCrash = (point: CrashPoint) => (position: number) => {
     if (point !== crash.point || position < crash.position) return;
     log.warn('test crash point reached: SIGKILL', { crashAt: point, position });
     process.kill(process.pid, 'SIGKILL');
   };
-  return { afterStage: maybeCrash('afterStage'), afterCommit: maybeCrash('afterCommit'), afterAck: maybeCrash('afterAck') };
+  return {
+    afterStage: maybeCrash('afterStage'),
+    afterCommit: maybeCrash('afterCommit'),
+    afterAck: maybeCrash('afterAck'),
+  };
 }
 
 /** Routes the Temporal SDK's own logs through `logger`; once per process, before any connection. */
@@ -99,7 +106,9 @@ export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise
   }
 
   const webhookUrl = config.whaleAlert.webhookUrl;
-  const dispatcher = webhookUrl ? new OutboxDispatcher({ pool, webhookUrl, log: log.child({ component: 'outbox' }) }) : null;
+  const dispatcher = webhookUrl
+    ? new OutboxDispatcher({ pool, webhookUrl, log: log.child({ component: 'outbox' }) })
+    : null;
   if (dispatcher) dispatcher.start();
   else if (config.whaleAlert.minNotional !== null) {
     log.warn('whale alerts are written to the outbox but WHALE_ALERT_WEBHOOK_URL is not set: nothing sends them');
@@ -110,7 +119,11 @@ export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise
     await connection.close();
   };
   const done = consumerWorker.run().finally(cleanup);
-  log.info('worker running', { taskQueue: config.taskQueue, namespace: config.temporal.namespace, outboxDispatcher: dispatcher !== null });
+  log.info('worker running', {
+    taskQueue: config.taskQueue,
+    namespace: config.temporal.namespace,
+    outboxDispatcher: dispatcher !== null,
+  });
 
   let stopping: Promise<void> | null = null;
   return {
@@ -134,11 +147,17 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     // One line per variable, no values: one of them is the API key.
-    process.stderr.write(`whalehunt worker: invalid configuration\n${error.problems.map((p) => `  ${p.variable}: ${p.problem}\n`).join('')}`);
+    process.stderr.write(
+      `whalehunt worker: invalid configuration\n${error.problems.map((p) => `  ${p.variable}: ${p.problem}\n`).join('')}`,
+    );
     return EXIT_CONFIG;
   }
 
-  const log = new JsonLogger({ level: config.logLevel, secrets: [config.stream.apiKey], bindings: { service: 'whalehunt-worker', pid: process.pid } });
+  const log = new JsonLogger({
+    level: config.logLevel,
+    secrets: [config.stream.apiKey],
+    bindings: { service: 'whalehunt-worker', pid: process.pid },
+  });
   installRuntime(log);
   log.info('starting', { config: redact(config), ...(crash ? { testCrashAt: crash } : {}) });
 
@@ -149,7 +168,9 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number
     if (firstSignalAt !== null) {
       // One Ctrl-C can arrive twice (the terminal signals the process group, and tsx relays it again).
       if (Date.now() - firstSignalAt < DUPLICATE_SIGNAL_MS) return;
-      log.warn('second signal: exiting without draining; the next run resumes from the last committed checkpoint', { signal });
+      log.warn('second signal: exiting without draining; the next run resumes from the last committed checkpoint', {
+        signal,
+      });
       process.exit(130);
     }
     firstSignalAt = Date.now();
@@ -192,7 +213,9 @@ if (isEntryPoint(import.meta.url)) {
     // Exit explicitly: everything was drained and closed, and native handles must not keep the process up.
     (code) => process.exit(code),
     (error: unknown) => {
-      process.stderr.write(`whalehunt worker: unexpected failure: ${error instanceof Error ? error.message : String(error)}\n`);
+      process.stderr.write(
+        `whalehunt worker: unexpected failure: ${error instanceof Error ? error.message : String(error)}\n`,
+      );
       process.exit(EXIT_FAILURE);
     },
   );

@@ -34,13 +34,18 @@ export interface ConsumerWorker {
   worker: Worker;
   /** Runs until shutdown; the same promise on every call. */
   run(): Promise<void>;
-  /** Cancels in-flight runs (they stop at a checkpoint boundary: a commit in progress finishes) and waits for the worker to stop. */
+  /**
+   * Cancels in-flight runs (they stop at a checkpoint boundary: a commit in progress finishes) and waits for the worker
+   * to stop.
+   */
   shutdown(): Promise<void>;
 }
 
 export async function createWorker(options: CreateWorkerOptions): Promise<ConsumerWorker> {
   const { config } = options;
-  const log = options.log ?? new JsonLogger({ level: config.logLevel, secrets: [config.stream.apiKey], bindings: { component: 'activities' } });
+  const log =
+    options.log ??
+    new JsonLogger({ level: config.logLevel, secrets: [config.stream.apiKey], bindings: { component: 'activities' } });
   const activities = createActivities({
     pool: options.pool,
     config,

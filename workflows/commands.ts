@@ -11,7 +11,17 @@ function shellArg(value: string): string {
 
 /** Every command ends with who decides and why (both land in the audit row); the shell fills in the user. */
 function command(name: string, consumerId: string, decision: string | null): string {
-  return [CLI, name, '--consumer', shellArg(consumerId), ...(decision === null ? [] : ['--decision', decision]), '--actor', '"$USER"', '--reason', '"<why>"'].join(' ');
+  return [
+    CLI,
+    name,
+    '--consumer',
+    shellArg(consumerId),
+    ...(decision === null ? [] : ['--decision', decision]),
+    '--actor',
+    '"$USER"',
+    '--reason',
+    '"<why>"',
+  ].join(' ');
 }
 
 export function resolveGapCommand(consumerId: string, decision: GapDecision): string {

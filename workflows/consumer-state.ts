@@ -4,14 +4,14 @@
 import type { ConsumeOutcome, CheckpointSummary, StartDirective, StreamCounters } from '../activities/types.js';
 import { emptyCounters } from '../activities/types.js';
 import type { StreamFilter } from '../protocol/codec.js';
-import {
-  resolveBindingCommand,
-  resolveGapCommand,
-  resolveQuarantineCommand,
-  resumeCommand,
-} from './commands.js';
-import type { ConsumerCarriedState, ConsumerPhase, ConsumerStatus, ConsumerStop, ConsumerWorkflowInput } from './definitions.js';
-
+import { resolveBindingCommand, resolveGapCommand, resolveQuarantineCommand, resumeCommand } from './commands.js';
+import type {
+  ConsumerCarriedState,
+  ConsumerPhase,
+  ConsumerStatus,
+  ConsumerStop,
+  ConsumerWorkflowInput,
+} from './definitions.js';
 
 /** Phases in which the workflow runs the streaming activity (or waits to run it again). */
 export const RUNNING_PHASES: readonly ConsumerPhase[] = ['streaming', 'rebinding', 'backoff'];
@@ -39,7 +39,9 @@ export class ConsumerState {
     this.filter = input.filter;
     this.phase = carried?.phase ?? 'streaming';
     this.committed = carried?.committed ?? null;
-    this.start = carried?.start ?? (this.committed?.token ? { mode: 'resume' } : { mode: input.initialStart, filter: input.filter });
+    this.start =
+      carried?.start ??
+      (this.committed?.token ? { mode: 'resume' } : { mode: input.initialStart, filter: input.filter });
     this.pendingRebind = carried?.pendingRebind ?? null;
     this.stop = carried?.stop ?? null;
     this.lastError = carried?.lastError ?? null;
@@ -100,7 +102,11 @@ export class ConsumerState {
     const id = this.consumerId;
     switch (phase) {
       case 'awaiting_gap_decision':
-        return [resolveGapCommand(id, 'from_floor'), resolveGapCommand(id, 'live_cut'), resolveGapCommand(id, 'abandon')].join('\n');
+        return [
+          resolveGapCommand(id, 'from_floor'),
+          resolveGapCommand(id, 'live_cut'),
+          resolveGapCommand(id, 'abandon'),
+        ].join('\n');
       case 'awaiting_binding_decision':
         return [
           resolveBindingCommand(id, 'retry'),
@@ -143,7 +149,9 @@ export class ConsumerState {
     const head = seenHead !== null && position !== null ? Math.max(seenHead, position) : seenHead;
     const lag = position !== null && head !== null ? head - position : null;
     const lastCommitMs = this.counters.lastCommitAt === null ? NaN : Date.parse(this.counters.lastCommitAt);
-    const tokenAge = Number.isNaN(lastCommitMs) ? 'no commit yet' : `${formatDuration(nowMs - lastCommitMs)} (last commit ${this.counters.lastCommitAt})`;
+    const tokenAge = Number.isNaN(lastCommitMs)
+      ? 'no commit yet'
+      : `${formatDuration(nowMs - lastCommitMs)} (last commit ${this.counters.lastCommitAt})`;
     const lines = [
       `## Consumer \`${this.consumerId}\`: ${this.phase}`,
       '',
@@ -159,7 +167,8 @@ export class ConsumerState {
     if (this.lastError !== null) lines.push('', `Last error: ${this.lastError}`);
     if (this.stop !== null) {
       lines.push('', `**Stopped since ${this.stop.since}:** ${this.stop.reason}`);
-      if (this.stop.resolveWith !== '') lines.push('', 'Resolve with one of:', '', '```sh', this.stop.resolveWith, '```');
+      if (this.stop.resolveWith !== '')
+        lines.push('', 'Resolve with one of:', '', '```sh', this.stop.resolveWith, '```');
     }
     return lines.join('\n');
   }

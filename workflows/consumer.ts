@@ -100,7 +100,12 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
   });
   const decisions = proxyActivities<Activities>({
     startToCloseTimeout: 30_000,
-    retry: { initialInterval: 1_000, maximumInterval: 15_000, maximumAttempts: 8, nonRetryableErrorTypes: ['InvalidDecision'] },
+    retry: {
+      initialInterval: 1_000,
+      maximumInterval: 15_000,
+      maximumAttempts: 8,
+      nonRetryableErrorTypes: ['InvalidDecision'],
+    },
   });
 
   // ---- handlers -------------------------------------------------------------------------------------
@@ -178,7 +183,8 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
       return `consumer ${id} is ${state.phase}${state.stop ? ` (${state.stop.reason})` : ''}: resolve that first`;
     }
     if (!state.committed?.token) return `consumer ${id} has no committed checkpoint yet: nothing to rebind from`;
-    if (state.start.mode !== 'resume') return `consumer ${id} has an explicit ${state.start.mode} start pending its first commit`;
+    if (state.start.mode !== 'resume')
+      return `consumer ${id} has an explicit ${state.start.mode} start pending its first commit`;
     return null;
   };
   const acceptRebind = (raw: RebindRequest): RebindRequest => {
@@ -195,8 +201,12 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
 
   setHandler(statusQuery, () => state.status());
   setHandler(resolveGapSignal, (resolution) => ignoreInvalid('resolveGap', () => void acceptGap(resolution)));
-  setHandler(resolveBindingSignal, (resolution) => ignoreInvalid('resolveBinding', () => void acceptBinding(resolution)));
-  setHandler(resolveQuarantineSignal, (resolution) => ignoreInvalid('resolveQuarantine', () => void acceptQuarantine(resolution)));
+  setHandler(resolveBindingSignal, (resolution) =>
+    ignoreInvalid('resolveBinding', () => void acceptBinding(resolution)),
+  );
+  setHandler(resolveQuarantineSignal, (resolution) =>
+    ignoreInvalid('resolveQuarantine', () => void acceptQuarantine(resolution)),
+  );
   setHandler(resolveGapUpdate, (resolution) => awaitResult(acceptGap(resolution)), {
     validator: (resolution) => {
       parseGapResolution(resolution);
@@ -215,16 +225,20 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
       requirePhase('awaiting_quarantine_decision', 'quarantine decision');
     },
   });
-  setHandler(rebindUpdate, (request) => {
-    acceptRebind(request);
-    return state.status();
-  }, {
-    validator: (request) => {
-      parseRebindRequest(request);
-      const refusal = rebindRefusal();
-      if (refusal) throw new InvalidOperatorInput(refusal);
+  setHandler(
+    rebindUpdate,
+    (request) => {
+      acceptRebind(request);
+      return state.status();
     },
-  });
+    {
+      validator: (request) => {
+        parseRebindRequest(request);
+        const refusal = rebindRefusal();
+        if (refusal) throw new InvalidOperatorInput(refusal);
+      },
+    },
+  );
   setHandler(rebindSignal, async (raw) => {
     try {
       acceptRebind(raw);
@@ -237,7 +251,9 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
         // The requester (rebindWorkflow) fails with this reason instead of waiting for a generation that never comes.
         await getExternalWorkflowHandle(replyTo)
           .signal(rebindRejectedSignal, { consumerId: id, phase: state.phase, reason })
-          .catch((notifyError: unknown) => log.warn('could not notify the rebind requester', { replyTo, error: String(notifyError) }));
+          .catch((notifyError: unknown) =>
+            log.warn('could not notify the rebind requester', { replyTo, error: String(notifyError) }),
+          );
       }
     }
   });
@@ -309,7 +325,10 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
         break;
     }
     publish();
-    if (RUNNING_PHASES.includes(state.phase) && (workflowInfo().continueAsNewSuggested || runsThisExecution >= tuning.maxRunsPerExecution)) {
+    if (
+      RUNNING_PHASES.includes(state.phase) &&
+      (workflowInfo().continueAsNewSuggested || runsThisExecution >= tuning.maxRunsPerExecution)
+    ) {
       await condition(allHandlersFinished);
       // A handler that ran while we waited may have moved the state; carry it as it is now.
       if (pauseRequest) state.stopFor('paused', `paused by ${pauseRequest.actor}: ${pauseRequest.reason}`, nowIso());
@@ -332,7 +351,12 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
     } else if (view.pendingStart) {
       state.start = { mode: view.pendingStart, filter: state.filter };
     }
-    log.info('adopted the committed checkpoint', { consumerId: id, why, position: view.summary.position, start: state.start.mode });
+    log.info('adopted the committed checkpoint', {
+      consumerId: id,
+      why,
+      position: view.summary.position,
+      start: state.start.mode,
+    });
   }
 
   async function runLease(): Promise<void> {
@@ -346,7 +370,13 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
     let outcome: ConsumeOutcome;
     try {
       outcome = await scope.run(() =>
-        streaming.consumeStream({ consumerId: id, subscriptionId: state.subscriptionId, start: state.start, leaseMs, expected: state.committed }),
+        streaming.consumeStream({
+          consumerId: id,
+          subscriptionId: state.subscriptionId,
+          start: state.start,
+          leaseMs,
+          expected: state.committed,
+        }),
       );
     } catch (error) {
       handleRunFailure(error);
@@ -383,12 +413,18 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
         state.stopFor(
           'awaiting_quarantine_decision',
           `held quarantine blocks the checkpoint: ` +
-            outcome.items.map((item) => `${item.eventId} (${item.reason}, ${item.kind} ${item.entityId} at ${item.position})`).join(', '),
+            outcome.items
+              .map((item) => `${item.eventId} (${item.reason}, ${item.kind} ${item.entityId} at ${item.position})`)
+              .join(', '),
           nowIso(),
         );
         return;
       case 'failed':
-        state.stopFor('paused', `stream failed (${outcome.code}): ${outcome.message}. Fix the cause, then resume`, nowIso());
+        state.stopFor(
+          'paused',
+          `stream failed (${outcome.code}): ${outcome.message}. Fix the cause, then resume`,
+          nowIso(),
+        );
         return;
     }
   }

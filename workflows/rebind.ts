@@ -44,16 +44,25 @@ export async function rebindWorkflow(input: RebindWorkflowInput & { waitMs?: num
 
   const before = await loadCommitted({ consumerId: input.consumerId });
   if (before.abandoned) {
-    throw ApplicationFailure.nonRetryable(`consumer ${input.consumerId} was abandoned: nothing to rebind`, 'ConsumerNotRunning');
+    throw ApplicationFailure.nonRetryable(
+      `consumer ${input.consumerId} was abandoned: nothing to rebind`,
+      'ConsumerNotRunning',
+    );
   }
   if (before.summary.generation === null) {
-    throw ApplicationFailure.nonRetryable(`consumer ${input.consumerId} has no committed checkpoint yet: nothing to rebind from`, 'NothingToRebind');
+    throw ApplicationFailure.nonRetryable(
+      `consumer ${input.consumerId} has no committed checkpoint yet: nothing to rebind from`,
+      'NothingToRebind',
+    );
   }
   const target = before.summary.generation + 1;
 
   const consumerId = consumerWorkflowId(input.consumerId);
   try {
-    await getExternalWorkflowHandle(consumerId).signal(rebindSignal, { ...request, replyTo: workflowInfo().workflowId });
+    await getExternalWorkflowHandle(consumerId).signal(rebindSignal, {
+      ...request,
+      replyTo: workflowInfo().workflowId,
+    });
   } catch (error) {
     throw ApplicationFailure.nonRetryable(
       `consumer workflow ${consumerId} is not running: ${error instanceof Error ? error.message : String(error)}`,
@@ -63,16 +72,26 @@ export async function rebindWorkflow(input: RebindWorkflowInput & { waitMs?: num
 
   // Either the consumer refuses (it signals back) or generation + 1 shows up in the database.
   const waiting = new CancellationScope();
-  const reached = waiting.run(() => waitForGeneration({ consumerId: input.consumerId, generation: target, timeoutMs: waitMs }));
+  const reached = waiting.run(() =>
+    waitForGeneration({ consumerId: input.consumerId, generation: target, timeoutMs: waitMs }),
+  );
   // Left pending when the generation arrives first; a workflow may finish with a condition unresolved.
   void condition(() => rejection !== null).then(() => waiting.cancel());
   try {
     const after = await reached;
-    return { consumerId: input.consumerId, generation: after.summary.generation ?? target, position: after.summary.position };
+    return {
+      consumerId: input.consumerId,
+      generation: after.summary.generation ?? target,
+      position: after.summary.position,
+    };
   } catch (error) {
     const refusal = rejection as RebindRejection | null;
     if (refusal !== null && isCancellation(error)) {
-      throw ApplicationFailure.nonRetryable(`consumer ${input.consumerId} refused the rebind: ${refusal.reason}`, 'RebindRefused', refusal);
+      throw ApplicationFailure.nonRetryable(
+        `consumer ${input.consumerId} refused the rebind: ${refusal.reason}`,
+        'RebindRefused',
+        refusal,
+      );
     }
     throw error;
   }

@@ -12,7 +12,10 @@ const audit = {
 };
 
 const gapResolutionSchema = z.object({ ...audit, decision: z.enum(['from_floor', 'live_cut', 'abandon']) });
-const bindingResolutionSchema = z.object({ ...audit, decision: z.enum(['retry', 'from_floor', 'live_cut', 'abandon']) });
+const bindingResolutionSchema = z.object({
+  ...audit,
+  decision: z.enum(['retry', 'from_floor', 'live_cut', 'abandon']),
+});
 const quarantineResolutionSchema = z.object({
   ...audit,
   decision: z.enum(['release_terminal', 'retry']),
@@ -44,10 +47,13 @@ function parse<T>(schema: z.ZodType<T>, what: string, value: unknown): T {
   throw new InvalidOperatorInput(`invalid ${what}: ${problems.join('; ')}`);
 }
 
-export const parseGapResolution = (value: unknown): GapResolution => parse(gapResolutionSchema, 'gap resolution', value);
+export const parseGapResolution = (value: unknown): GapResolution =>
+  parse(gapResolutionSchema, 'gap resolution', value);
 export const parseBindingResolution = (value: unknown): BindingResolution =>
   parse(bindingResolutionSchema, 'binding resolution', value);
 export const parseQuarantineResolution = (value: unknown): QuarantineResolution =>
   parse(quarantineResolutionSchema, 'quarantine resolution', value);
-export const parseAudit = (value: unknown): { actor: string; reason: string } => parse(auditSchema, 'pause/resume request', value);
-export const parseRebindRequest = (value: unknown): RebindRequest => parse(rebindRequestSchema, 'rebind request', value);
+export const parseAudit = (value: unknown): { actor: string; reason: string } =>
+  parse(auditSchema, 'pause/resume request', value);
+export const parseRebindRequest = (value: unknown): RebindRequest =>
+  parse(rebindRequestSchema, 'rebind request', value);

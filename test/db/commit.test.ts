@@ -27,12 +27,20 @@ const db = useTestDatabase();
 type Fence = { leaseEpoch: number; version: number };
 
 /** A consumer whose first checkpoint (explicit from_floor start) is committed at `position`. */
-async function startConsumer(position: number, events: PlanOptions['events'] = []): Promise<{ consumerId: string; fence: Fence }> {
+async function startConsumer(
+  position: number,
+  events: PlanOptions['events'] = [],
+): Promise<{ consumerId: string; fence: Fence }> {
   const consumerId = `c-${randomUUID()}`;
   const lease = await acquireLease(db.pool, consumerId);
   const result = await commitCheckpoint(
     db.pool,
-    makePlan(consumerId, { fence: { leaseEpoch: lease.leaseEpoch, version: lease.version }, position, events, startMode: 'from_floor' }),
+    makePlan(consumerId, {
+      fence: { leaseEpoch: lease.leaseEpoch, version: lease.version },
+      position,
+      events,
+      startMode: 'from_floor',
+    }),
   );
   return { consumerId, fence: { leaseEpoch: lease.leaseEpoch, version: result.version } };
 }
@@ -44,10 +52,20 @@ describe('first start', () => {
     const consumerId = `c-${randomUUID()}`;
     expect(await loadCommitted(db.pool, consumerId)).toBeNull();
     const lease = await acquireLease(db.pool, consumerId);
-    expect(lease).toMatchObject({ leaseEpoch: 1, version: 0, position: null, token: null, binding: null, updatedAt: null });
+    expect(lease).toMatchObject({
+      leaseEpoch: 1,
+      version: 0,
+      position: null,
+      token: null,
+      binding: null,
+      updatedAt: null,
+    });
 
     const token = `opaque-${'x'.repeat(5000)}`; // stored whole, never truncated
-    const result = await commitCheckpoint(db.pool, makePlan(consumerId, { fence: { leaseEpoch: 1, version: 0 }, position: 3, startMode: 'live_cut', token }));
+    const result = await commitCheckpoint(
+      db.pool,
+      makePlan(consumerId, { fence: { leaseEpoch: 1, version: 0 }, position: 3, startMode: 'live_cut', token }),
+    );
     expect(result).toMatchObject({ version: 1, position: 3, applied: 0 });
     const state = await loadCommitted(db.pool, consumerId);
     expect(state).toMatchObject({ position: 3, token, generation: 1, version: 1, leaseEpoch: 1, pendingStart: null });
@@ -57,7 +75,9 @@ describe('first start', () => {
   it('refuses a resume plan when nothing was ever committed', async () => {
     const consumerId = `c-${randomUUID()}`;
     await acquireLease(db.pool, consumerId);
-    await expect(commitCheckpoint(db.pool, makePlan(consumerId, { fence: { leaseEpoch: 1, version: 0 }, position: 3 }))).rejects.toBeInstanceOf(InvalidPlan);
+    await expect(
+      commitCheckpoint(db.pool, makePlan(consumerId, { fence: { leaseEpoch: 1, version: 0 }, position: 3 })),
+    ).rejects.toBeInstanceOf(InvalidPlan);
   });
 });
 
@@ -74,7 +94,12 @@ describe('crash before commit', () => {
       END $$;
       CREATE TRIGGER fail_checkpoint_4 BEFORE UPDATE ON checkpoints FOR EACH ROW EXECUTE FUNCTION fail_checkpoint_4();`);
     const before = await dumpState(db.pool, consumerId);
-    const plan = makePlan(consumerId, { fence, position: 4, events: [trade(4, 'e-2', { price: '0.25', size: '40' })], whaleAlertMinNotional: '1' });
+    const plan = makePlan(consumerId, {
+      fence,
+      position: 4,
+      events: [trade(4, 'e-2', { price: '0.25', size: '40' })],
+      whaleAlertMinNotional: '1',
+    });
 
     const failure = await commitCheckpoint(db.pool, plan).catch((e: unknown) => e);
     expect(failure).toBeInstanceOf(StorageFailure);
@@ -107,7 +132,11 @@ describe('commit before ACK (lost ACK)', () => {
     const lease = await acquireLease(db.pool, consumerId);
     expect(lease).toMatchObject({ position: 4, token: 'tok:1:4', leaseEpoch: fence.leaseEpoch + 1 });
     // The server redelivering 4 to a resume is a plan error, never a second effect.
-    const redelivered = makePlan(consumerId, { fence: { leaseEpoch: lease.leaseEpoch, version: lease.version }, position: 4, events: [trade(4, 'e-1')] });
+    const redelivered = makePlan(consumerId, {
+      fence: { leaseEpoch: lease.leaseEpoch, version: lease.version },
+      position: 4,
+      events: [trade(4, 'e-1')],
+    });
     await expect(commitCheckpoint(db.pool, redelivered)).rejects.toBeInstanceOf(InvalidPlan);
     expect((await dumpState(db.pool, consumerId)).executions).toHaveLength(1);
     expect((await dumpState(db.pool, consumerId)).volumes).toEqual({ 'm-1': '50/1' });
@@ -123,16 +152,27 @@ describe('duplicate and conflict', () => {
     const replay = makePlan(consumerId, { fence: { ...fence }, position: 4, events: [first], startMode: 'from_floor' });
     await recordGapDecision(db.pool, { consumerId, decision: 'from_floor', actor: 'op', reason: 'replay' });
     const afterDecision = (await loadCommitted(db.pool, consumerId))!;
-    const result = await commitCheckpoint(db.pool, { ...replay, fence: { leaseEpoch: afterDecision.leaseEpoch, version: afterDecision.version } });
+    const result = await commitCheckpoint(db.pool, {
+      ...replay,
+      fence: { leaseEpoch: afterDecision.leaseEpoch, version: afterDecision.version },
+    });
     expect(result).toMatchObject({ applied: 0, duplicates: 1 });
     const saved = await dumpState(db.pool, consumerId);
     expect(saved.volumes).toEqual({ 'm-1': '50/1' });
 
     const conflicting = trade(5, 'e-9', { price: '0.9' }, { eventId: 'ev-A' });
-    const plan = makePlan(consumerId, { fence: { leaseEpoch: fence.leaseEpoch, version: result.version }, position: 6, events: [trade(5, 'e-2', {}, { ordinal: 1 }), { ...conflicting, ordinal: 2 }] });
+    const plan = makePlan(consumerId, {
+      fence: { leaseEpoch: fence.leaseEpoch, version: result.version },
+      position: 6,
+      events: [trade(5, 'e-2', {}, { ordinal: 1 }), { ...conflicting, ordinal: 2 }],
+    });
     const error = await commitCheckpoint(db.pool, plan).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ConflictingEvent);
-    expect(error).toMatchObject({ eventId: 'ev-A', savedHash: first.contentHash, incomingHash: conflicting.contentHash });
+    expect(error).toMatchObject({
+      eventId: 'ev-A',
+      savedHash: first.contentHash,
+      incomingHash: conflicting.contentHash,
+    });
     expect(await dumpState(db.pool, consumerId)).toEqual(saved);
   });
 
@@ -140,7 +180,9 @@ describe('duplicate and conflict', () => {
     const { consumerId, fence } = await startConsumer(3);
     const a = trade(4, 'e-1', {}, { eventId: 'dup' });
     const b = trade(5, 'e-2', {}, { eventId: 'dup' });
-    await expect(commitCheckpoint(db.pool, makePlan(consumerId, { fence, position: 5, events: [a, b] }))).rejects.toBeInstanceOf(ConflictingEvent);
+    await expect(
+      commitCheckpoint(db.pool, makePlan(consumerId, { fence, position: 5, events: [a, b] })),
+    ).rejects.toBeInstanceOf(ConflictingEvent);
     expect((await dumpState(db.pool, consumerId)).checkpoint?.position).toBe(3);
   });
 });
@@ -166,9 +208,14 @@ describe('correction', () => {
     );
     expect(result).toMatchObject({ applied: 1 });
     let state = await dumpState(db.pool, consumerId);
-    expect(state.executions).toEqual([{ entityId: 'e-1', revision: 2, market: 'm-1', price: '0.61', size: '100', notional: '61' }]);
+    expect(state.executions).toEqual([
+      { entityId: 'e-1', revision: 2, market: 'm-1', price: '0.61', size: '100', notional: '61' },
+    ]);
     expect(state.volumes).toEqual({ 'm-1': '61/1' });
-    expect(state.revisions.map((r) => [r.revision, r.notional])).toEqual([[1, '50'], [2, '61']]);
+    expect(state.revisions.map((r) => [r.revision, r.notional])).toEqual([
+      [1, '50'],
+      [2, '61'],
+    ]);
 
     // At or below the saved revision: no effect, but a receipt; a market change moves volume and count.
     const r2 = await commitCheckpoint(
@@ -176,7 +223,10 @@ describe('correction', () => {
       makePlan(consumerId, {
         fence: next(fence, result),
         position: 7,
-        events: [correction(6, 'e-1', 2, { price: '0.99' }), correction(7, 'e-1', 3, { market: 'm-2', price: '0.1', size: '10' })],
+        events: [
+          correction(6, 'e-1', 2, { price: '0.99' }),
+          correction(7, 'e-1', 3, { market: 'm-2', price: '0.1', size: '10' }),
+        ],
       }),
     );
     expect(r2).toMatchObject({ applied: 1, noEffect: 1 });
@@ -189,7 +239,14 @@ describe('correction', () => {
     const { consumerId, fence } = await startConsumer(3);
     const result = await commitCheckpoint(
       db.pool,
-      makePlan(consumerId, { fence, position: 4, events: [trade(4, 'e-1', { size: '10' }, { ordinal: 1 }), correction(4, 'e-1', 2, { size: '12.5' }, { ordinal: 2 })] }),
+      makePlan(consumerId, {
+        fence,
+        position: 4,
+        events: [
+          trade(4, 'e-1', { size: '10' }, { ordinal: 1 }),
+          correction(4, 'e-1', 2, { size: '12.5' }, { ordinal: 2 }),
+        ],
+      }),
     );
     expect(result).toMatchObject({ applied: 2 });
     const state = await dumpState(db.pool, consumerId);
@@ -207,18 +264,33 @@ describe('missing correction target and unsupported kinds', () => {
     const held = await commitCheckpoint(db.pool, plan).catch((e: unknown) => e);
     expect(held).toBeInstanceOf(HeldQuarantine);
     expect((held as HeldQuarantine).items).toEqual([
-      { eventId: orphan.eventId, entityId: 'never-seen', kind: 'correction', position: 4, reason: 'unknown_correction_target' },
+      {
+        eventId: orphan.eventId,
+        entityId: 'never-seen',
+        kind: 'correction',
+        position: 4,
+        reason: 'unknown_correction_target',
+      },
     ]);
     let state = await dumpState(db.pool, consumerId);
     expect(state.checkpoint?.position).toBe(3);
     expect(state.executions).toEqual([]);
-    expect(state.quarantine).toEqual([{ eventId: orphan.eventId, disposition: 'held', reason: 'unknown_correction_target' }]);
+    expect(state.quarantine).toEqual([
+      { eventId: orphan.eventId, disposition: 'held', reason: 'unknown_correction_target' },
+    ]);
 
     // Redelivered without a decision: still held, nothing else changes.
     await expect(commitCheckpoint(db.pool, plan)).rejects.toBeInstanceOf(HeldQuarantine);
     expect((await consumerSummary(db.pool, consumerId))?.heldQuarantine).toBe(1);
 
-    expect(await resolveQuarantine(db.pool, { consumerId, decision: 'release_terminal', actor: 'ops@example', reason: 'upstream bug' })).toBe(1);
+    expect(
+      await resolveQuarantine(db.pool, {
+        consumerId,
+        decision: 'release_terminal',
+        actor: 'ops@example',
+        reason: 'upstream bug',
+      }),
+    ).toBe(1);
     const [record] = await listQuarantine(db.pool, consumerId);
     expect(record).toMatchObject({ disposition: 'terminal', decidedBy: 'ops@example', why: 'upstream bug' });
 
@@ -228,7 +300,12 @@ describe('missing correction target and unsupported kinds', () => {
     expect(state.executions.map((e) => e.entityId)).toEqual(['e-1']);
     expect(state.receipts.find((r) => r.eventId === orphan.eventId)?.outcome).toBe('quarantined');
     const summary = await consumerSummary(db.pool, consumerId);
-    expect(summary).toMatchObject({ heldQuarantine: 0, executions: 1, totalVolume: '50', lastDecision: { kind: 'quarantine', decision: 'release_terminal' } });
+    expect(summary).toMatchObject({
+      heldQuarantine: 0,
+      executions: 1,
+      totalVolume: '50',
+      lastDecision: { kind: 'quarantine', decision: 'release_terminal' },
+    });
   });
 
   it('retry applies again and holds again while still impossible; a terminal policy goes on at once', async () => {
@@ -236,12 +313,25 @@ describe('missing correction target and unsupported kinds', () => {
     const odd = stagedEvent({ position: 4, kind: 'liquidation', entityId: 'x-1', data: { any: 'thing' } });
     const plan = makePlan(consumerId, { fence, position: 4, events: [odd] });
     await expect(commitCheckpoint(db.pool, plan)).rejects.toBeInstanceOf(HeldQuarantine);
-    expect(await resolveQuarantine(db.pool, { consumerId, eventIds: [odd.eventId], decision: 'retry', actor: 'op', reason: 'after upgrade' })).toBe(1);
+    expect(
+      await resolveQuarantine(db.pool, {
+        consumerId,
+        eventIds: [odd.eventId],
+        decision: 'retry',
+        actor: 'op',
+        reason: 'after upgrade',
+      }),
+    ).toBe(1);
     expect((await listQuarantine(db.pool, consumerId))[0]?.disposition).toBe('retry');
     await expect(commitCheckpoint(db.pool, plan)).rejects.toBeInstanceOf(HeldQuarantine);
-    expect((await listQuarantine(db.pool, consumerId, { disposition: 'held' })).map((r) => r.reason)).toEqual(['unsupported_kind']);
+    expect((await listQuarantine(db.pool, consumerId, { disposition: 'held' })).map((r) => r.reason)).toEqual([
+      'unsupported_kind',
+    ]);
 
-    const result = await commitCheckpoint(db.pool, { ...plan, quarantinePolicy: { terminalReasons: ['unsupported_kind'] } });
+    const result = await commitCheckpoint(db.pool, {
+      ...plan,
+      quarantinePolicy: { terminalReasons: ['unsupported_kind'] },
+    });
     expect(result).toMatchObject({ position: 4, quarantined: 1 });
     expect((await listQuarantine(db.pool, consumerId))[0]?.disposition).toBe('terminal');
   });
@@ -255,14 +345,24 @@ describe('rebind', () => {
     ).rejects.toBeInstanceOf(InvalidPlan);
 
     const filter = { kinds: ['trade'], markets: ['m-2'] };
-    const rebind = makePlan(consumerId, { fence, position: 2, generation: 2, startMode: 'rebind', filter, events: [trade(2, 'e-2', { market: 'm-2' })] });
+    const rebind = makePlan(consumerId, {
+      fence,
+      position: 2,
+      generation: 2,
+      startMode: 'rebind',
+      filter,
+      events: [trade(2, 'e-2', { market: 'm-2' })],
+    });
     const result = await commitCheckpoint(db.pool, rebind);
     const state = await loadCommitted(db.pool, consumerId);
     expect(state).toMatchObject({ generation: 2, position: 2 });
     expect(state?.binding).toMatchObject({ generation: 2, filter, filterHash: rebind.binding.filterHash });
 
     // The rebind session's later checkpoints stay at generation 2; generation 1 is over.
-    const later = await commitCheckpoint(db.pool, makePlan(consumerId, { fence: next(fence, result), position: 3, generation: 2, startMode: 'rebind', filter }));
+    const later = await commitCheckpoint(
+      db.pool,
+      makePlan(consumerId, { fence: next(fence, result), position: 3, generation: 2, startMode: 'rebind', filter }),
+    );
     await expect(
       commitCheckpoint(db.pool, makePlan(consumerId, { fence: next(fence, later), position: 4, generation: 1 })),
     ).rejects.toBeInstanceOf(InvalidPlan);
@@ -275,7 +375,14 @@ describe('source quality', () => {
     const { consumerId, fence } = await startConsumer(3);
     const r1 = await commitCheckpoint(
       db.pool,
-      makePlan(consumerId, { fence, position: 10, quality: [{ scope: 'trades', state: 'ok', position: 4 }, { scope: 'trades', state: 'degraded', position: 10 }] }),
+      makePlan(consumerId, {
+        fence,
+        position: 10,
+        quality: [
+          { scope: 'trades', state: 'ok', position: 4 },
+          { scope: 'trades', state: 'degraded', position: 10 },
+        ],
+      }),
     );
     expect(r1.qualityUpdated).toBe(1);
     const r2 = await commitCheckpoint(
@@ -300,10 +407,20 @@ describe('overlapping redelivery', () => {
     // Saved C7 with 104 and 105 applied; an explicit replay (e.g. from_floor) delivers 104..107.
     const applied = [trade(104, 'e-104'), trade(105, 'e-105')];
     const { consumerId } = await startConsumer(105, applied);
-    const decided = await recordGapDecision(db.pool, { consumerId, decision: 'from_floor', actor: 'op', reason: 'cursor expired' });
+    const decided = await recordGapDecision(db.pool, {
+      consumerId,
+      decision: 'from_floor',
+      actor: 'op',
+      reason: 'cursor expired',
+    });
     expect(decided).toMatchObject({ pendingStart: 'from_floor', token: 'tok:1:105' });
     const fence = { leaseEpoch: decided.leaseEpoch, version: decided.version };
-    const page = makePlan(consumerId, { fence, position: 107, startMode: 'from_floor', events: [...applied, trade(106, 'e-106'), trade(107, 'e-107')] });
+    const page = makePlan(consumerId, {
+      fence,
+      position: 107,
+      startMode: 'from_floor',
+      events: [...applied, trade(106, 'e-106'), trade(107, 'e-107')],
+    });
     const result = await commitCheckpoint(db.pool, page);
     expect(result).toMatchObject({ applied: 2, duplicates: 2, position: 107 });
     const state = await dumpState(db.pool, consumerId);
@@ -317,7 +434,8 @@ describe('fencing', () => {
     const { consumerId } = await startConsumer(3);
     const a = await acquireLease(db.pool, consumerId);
     const b = await acquireLease(db.pool, consumerId);
-    const plan = (fence: Fence, entity: string) => makePlan(consumerId, { fence, position: 4, events: [trade(4, entity)] });
+    const plan = (fence: Fence, entity: string) =>
+      makePlan(consumerId, { fence, position: 4, events: [trade(4, entity)] });
     const results = await Promise.allSettled([
       commitCheckpoint(db.pool, plan({ leaseEpoch: a.leaseEpoch, version: a.version }, 'from-a')),
       commitCheckpoint(db.pool, plan({ leaseEpoch: b.leaseEpoch, version: b.version }, 'from-b')),
@@ -330,7 +448,12 @@ describe('fencing', () => {
   it('two commits racing on the same fence: one wins, the loser never overwrites', async () => {
     const { consumerId, fence } = await startConsumer(3);
     const results = await Promise.allSettled(
-      [4, 5].map((position) => commitCheckpoint(db.pool, makePlan(consumerId, { fence, position, events: [trade(position, `e-${position}`)] }))),
+      [4, 5].map((position) =>
+        commitCheckpoint(
+          db.pool,
+          makePlan(consumerId, { fence, position, events: [trade(position, `e-${position}`)] }),
+        ),
+      ),
     );
     expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
     const loser = results.find((r) => r.status === 'rejected');
@@ -349,11 +472,19 @@ describe('bad input', () => {
     ['an event at or before the saved position', (p: PlanOptions) => ({ ...p, events: [trade(3, 'e-3')] })],
     ['a checkpoint behind the saved position', (p: PlanOptions) => ({ ...p, position: 2 })],
     ['a generation that is not the saved one', (p: PlanOptions) => ({ ...p, generation: 2 })],
-    ['malformed trade data', (p: PlanOptions) => ({ ...p, events: [stagedEvent({ position: 4, kind: 'trade', entityId: 'e', data: { ...tradeData(), price: '1e3' } })] })],
+    [
+      'malformed trade data',
+      (p: PlanOptions) => ({
+        ...p,
+        events: [stagedEvent({ position: 4, kind: 'trade', entityId: 'e', data: { ...tradeData(), price: '1e3' } })],
+      }),
+    ],
   ])('refuses %s with InvalidPlan and changes nothing', async (_what, mutate) => {
     const { consumerId, fence } = await startConsumer(3, [trade(3, 'e-0')]);
     const before = await dumpState(db.pool, consumerId);
-    const error = await commitCheckpoint(db.pool, makePlan(consumerId, mutate({ fence, position: 5 }))).catch((e: unknown) => e);
+    const error = await commitCheckpoint(db.pool, makePlan(consumerId, mutate({ fence, position: 5 }))).catch(
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(InvalidPlan);
     expect(error).toMatchObject({ code: 'invalid_plan' });
     expect(await dumpState(db.pool, consumerId)).toEqual(before);
@@ -362,7 +493,9 @@ describe('bad input', () => {
   it('a generation mismatch between checkpoint and binding is refused', async () => {
     const { consumerId, fence } = await startConsumer(3);
     const plan = makePlan(consumerId, { fence, position: 4 });
-    await expect(commitCheckpoint(db.pool, { ...plan, checkpoint: { ...plan.checkpoint, generation: 2 } })).rejects.toBeInstanceOf(InvalidPlan);
+    await expect(
+      commitCheckpoint(db.pool, { ...plan, checkpoint: { ...plan.checkpoint, generation: 2 } }),
+    ).rejects.toBeInstanceOf(InvalidPlan);
   });
 });
 

@@ -17,8 +17,15 @@ export function journal(transitions = 40, seed = 11): Journal {
   return Journal.generate({ seed, transitions, qualityRate: 0.2, correctionRate: 0.2 });
 }
 
-export function startServer(opts: Partial<ReferenceServerOptions> & { journal: Journal }): Promise<ReferenceStreamServer> {
-  return ReferenceStreamServer.start({ apiKeys: [API_KEY], tokenSecret: 'consumer-test-secret', checkpointEvery: 5, ...opts });
+export function startServer(
+  opts: Partial<ReferenceServerOptions> & { journal: Journal },
+): Promise<ReferenceStreamServer> {
+  return ReferenceStreamServer.start({
+    apiKeys: [API_KEY],
+    tokenSecret: 'consumer-test-secret',
+    checkpointEvery: 5,
+    ...opts,
+  });
 }
 
 export interface LogLine {
@@ -37,11 +44,17 @@ export interface Run {
   consume(start: StartDirective, extra?: Partial<ConsumeStreamInput>): Promise<ConsumeOutcome>;
 }
 
-export function makeRun(pool: pg.Pool, server: ReferenceStreamServer, consumerId: string, overrides: Partial<ConsumeStreamDeps> = {}): Run {
+export function makeRun(
+  pool: pg.Pool,
+  server: ReferenceStreamServer,
+  consumerId: string,
+  overrides: Partial<ConsumeStreamDeps> = {},
+): Run {
   const logs: LogLine[] = [];
   const heartbeats: StreamHeartbeat[] = [];
   const committed: number[] = [];
-  const line = (level: LogLine['level']) => (msg: string, fields?: Record<string, unknown>) => void logs.push({ level, msg, ...(fields ? { fields } : {}) });
+  const line = (level: LogLine['level']) => (msg: string, fields?: Record<string, unknown>) =>
+    void logs.push({ level, msg, ...(fields ? { fields } : {}) });
   const deps: ConsumeStreamDeps = {
     store: { acquireLease: (id) => acquireLease(pool, id), commitCheckpoint: (plan) => commitCheckpoint(pool, plan) },
     config: {
@@ -84,7 +97,11 @@ export function makeRun(pool: pg.Pool, server: ReferenceStreamServer, consumerId
 }
 
 /** Streams with `resume` until the server has an ACK at the journal head, then cancels the run. */
-export async function resumeToHead(run: Run, server: ReferenceStreamServer, consumerId: string): Promise<ConsumeOutcome> {
+export async function resumeToHead(
+  run: Run,
+  server: ReferenceStreamServer,
+  consumerId: string,
+): Promise<ConsumeOutcome> {
   const head = server.journal.head;
   const reached = server.waitForAck((a) => a.consumerId === consumerId && a.position === head);
   const outcome = run.consume({ mode: 'resume' });
@@ -109,7 +126,9 @@ export function foldExecutions(j: Journal): { entityId: string; revision: number
     const data = e.data as { price: string; size: string };
     latest.set(e.entityId, { revision: e.revision, notional: notional(data.price, data.size) });
   }
-  return [...latest.entries()].map(([entityId, v]) => ({ entityId, ...v })).sort((a, b) => (a.entityId < b.entityId ? -1 : a.entityId > b.entityId ? 1 : 0));
+  return [...latest.entries()]
+    .map(([entityId, v]) => ({ entityId, ...v }))
+    .sort((a, b) => (a.entityId < b.entityId ? -1 : a.entityId > b.entityId ? 1 : 0));
 }
 
 /** Saved executions and receipts in the fold's shape. */

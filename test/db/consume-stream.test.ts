@@ -8,7 +8,16 @@ import type { ConsumeOutcome } from '../../activities/types.js';
 import { acquireLease } from '../../db/index.js';
 import type { ReferenceStreamServer } from '../../simulator/server.js';
 import { useTestDatabase } from '../support/db.js';
-import { API_KEY, allEvents, foldExecutions, journal, makeRun, resumeToHead, savedEffects, startServer } from './consume-stream-support.js';
+import {
+  API_KEY,
+  allEvents,
+  foldExecutions,
+  journal,
+  makeRun,
+  resumeToHead,
+  savedEffects,
+  startServer,
+} from './consume-stream-support.js';
 
 const db = useTestDatabase();
 let servers: ReferenceStreamServer[] = [];
@@ -24,7 +33,8 @@ async function server(...args: Parameters<typeof startServer>): Promise<Referenc
 }
 
 const everything = {};
-const acksOf = (s: ReferenceStreamServer, consumerId: string) => s.acks.filter((a) => a.consumerId === consumerId).map((a) => a.position);
+const acksOf = (s: ReferenceStreamServer, consumerId: string) =>
+  s.acks.filter((a) => a.consumerId === consumerId).map((a) => a.position);
 
 describe('consumeStream end to end', () => {
   it('streams a journal: every effect once, C = the last checkpoint, one ACK per commit', async () => {
@@ -38,9 +48,17 @@ describe('consumeStream end to end', () => {
     expect(outcome.kind).toBe('cancelled');
     const { state, executions, receiptIds } = await savedEffects(db.pool, 'c-e2e');
     expect(state.checkpoint?.position).toBe(s.journal.head);
-    expect(outcome.committed).toMatchObject({ position: s.journal.head, version: state.checkpoint!.version, token: state.checkpoint!.token });
+    expect(outcome.committed).toMatchObject({
+      position: s.journal.head,
+      version: state.checkpoint!.version,
+      token: state.checkpoint!.token,
+    });
     expect(executions).toEqual(foldExecutions(s.journal));
-    expect(receiptIds).toEqual(allEvents(s.journal).map((e) => e.eventId).sort());
+    expect(receiptIds).toEqual(
+      allEvents(s.journal)
+        .map((e) => e.eventId)
+        .sort(),
+    );
     expect(acksOf(s, 'c-e2e')).toEqual(run.committed);
     expect(s.rejectedAcks).toEqual([]);
     // heartbeats carry progress only
@@ -111,7 +129,12 @@ describe('consumeStream end to end', () => {
     const error = await older.consume({ mode: 'resume' }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LeaseLost);
     expect((await takeover.outcome)?.kind).toBe('cancelled');
-    const olderConnections = new Set(s.subscriptions.filter((x) => x.consumerId === 'c-old').slice(0, 2).map((x) => x.connectionId));
+    const olderConnections = new Set(
+      s.subscriptions
+        .filter((x) => x.consumerId === 'c-old')
+        .slice(0, 2)
+        .map((x) => x.connectionId),
+    );
     const olderAcks = s.acks.filter((a) => olderConnections.has(a.connectionId)).map((a) => a.position);
     expect(olderAcks).toEqual(older.committed);
     expect((await savedEffects(db.pool, 'c-old')).executions).toEqual(foldExecutions(s.journal));
@@ -125,13 +148,21 @@ describe('consumeStream end to end', () => {
     const before = (await savedEffects(db.pool, 'c-rebind')).state.checkpoint!;
 
     const outcome = await run.consume({ mode: 'rebind', filter: everything });
-    expect(outcome).toMatchObject({ kind: 'rebound', generation: 2, committed: { generation: 2, filterHash: filterHash(everything) } });
+    expect(outcome).toMatchObject({
+      kind: 'rebound',
+      generation: 2,
+      committed: { generation: 2, filterHash: filterHash(everything) },
+    });
     const rebind = s.subscriptions.find((x) => x.consumerId === 'c-rebind' && x.mode === 'rebind');
     expect(rebind).toMatchObject({ generation: 2, startPosition: before.position });
     // a retried attempt of the same rebind resumes the committed binding instead of bumping again
     const retried = await run.consume({ mode: 'rebind', filter: everything });
     expect(retried).toMatchObject({ kind: 'rebound', generation: 2 });
-    expect(s.subscriptions.filter((x) => x.consumerId === 'c-rebind').map((x) => x.mode)).toEqual(['from_floor', 'rebind', 'resume']);
+    expect(s.subscriptions.filter((x) => x.consumerId === 'c-rebind').map((x) => x.mode)).toEqual([
+      'from_floor',
+      'rebind',
+      'resume',
+    ]);
   });
 
   it('commits and ACKs a zero-match checkpoint', async () => {
@@ -185,7 +216,12 @@ describe('consumeStream end to end', () => {
     j.setRetentionFloor(j.head);
 
     const outcome = await run.consume({ mode: 'resume' });
-    expect(outcome).toMatchObject({ kind: 'reset_required', reason: 'cursor_expired', refusedToken: saved.token, committed: { token: saved.token, position: saved.position } });
+    expect(outcome).toMatchObject({
+      kind: 'reset_required',
+      reason: 'cursor_expired',
+      refusedToken: saved.token,
+      committed: { token: saved.token, position: saved.position },
+    });
     const after = (await savedEffects(db.pool, 'c-reset')).state.checkpoint!;
     expect({ token: after.token, position: after.position }).toEqual({ token: saved.token, position: saved.position });
   });
@@ -240,7 +276,12 @@ describe('consumeStream stops and failures', () => {
   it('refuses to run on a database behind the workflow copy', async () => {
     const s = await server({ journal: journal(5) });
     const run = makeRun(db.pool, s, 'c-behind');
-    const error = await run.consume({ mode: 'resume' }, { expected: { position: 9, token: 't', generation: 1, version: 40, filterHash: null } }).catch((e: unknown) => e);
+    const error = await run
+      .consume(
+        { mode: 'resume' },
+        { expected: { position: 9, token: 't', generation: 1, version: 40, filterHash: null } },
+      )
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(DatabaseBehind);
     expect(s.connections).toEqual([]);
   });
@@ -273,9 +314,13 @@ describe('consumeStream stops and failures', () => {
   it('cancellation during a commit finishes it but sends no ACK', async () => {
     const s = await server({ journal: journal() });
     let cancelOnCommit = false;
-    const run = makeRun(db.pool, s, 'c-cancel', { hooks: { afterCommit: () => {
-      if (cancelOnCommit) run.abort.abort();
-    } } });
+    const run = makeRun(db.pool, s, 'c-cancel', {
+      hooks: {
+        afterCommit: () => {
+          if (cancelOnCommit) run.abort.abort();
+        },
+      },
+    });
     await run.consume({ mode: 'from_floor', filter: everything });
     const acked = acksOf(s, 'c-cancel');
     cancelOnCommit = true;
@@ -302,7 +347,16 @@ describe('consumeStream stops and failures', () => {
     const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
     await new Promise<void>((resolve) => wss.once('listening', () => resolve()));
     wss.on('connection', (ws) => {
-      ws.send(encodeServerFrame({ type: 'hello', frameSequence: 1, protocol: PROTOCOL_NAME, connectionId: 'x', stream: 'polymarket', history: { id: 'h', floor: 1, head: 1 } }));
+      ws.send(
+        encodeServerFrame({
+          type: 'hello',
+          frameSequence: 1,
+          protocol: PROTOCOL_NAME,
+          connectionId: 'x',
+          stream: 'polymarket',
+          history: { id: 'h', floor: 1, head: 1 },
+        }),
+      );
       ws.on('message', () => ws.send('{"v":1,"type":"authenticated",'));
     });
     try {
@@ -311,7 +365,9 @@ describe('consumeStream stops and failures', () => {
       run.deps.config.url = `ws://127.0.0.1:${(wss.address() as { port: number }).port}`;
       const error = await run.consume({ mode: 'from_floor', filter: everything }).catch((e: unknown) => e);
       expect(error).toMatchObject({ name: 'StreamTransportError', code: 'protocol_violation' });
-      expect(run.logs.find((l) => l.msg === 'rejected a server frame')?.fields).toMatchObject({ code: 'malformed_json' });
+      expect(run.logs.find((l) => l.msg === 'rejected a server frame')?.fields).toMatchObject({
+        code: 'malformed_json',
+      });
       expect(JSON.stringify(run.logs)).not.toContain(API_KEY);
     } finally {
       for (const client of wss.clients) client.terminate();

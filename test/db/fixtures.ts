@@ -1,12 +1,23 @@
 // Builders of checkpoint plans and staged events for the commit tests (pure: also used by test/unit/decide*).
 import type { TradeData } from '../../protocol/codec.js';
 import { eventContentHash, filterHash } from '../../protocol/canonical.js';
-import type { Binding, CheckpointPlan, QualityNotice, QuarantineReason, StagedEvent, StartMode } from '../../protocol/types.js';
+import type {
+  Binding,
+  CheckpointPlan,
+  QualityNotice,
+  QuarantineReason,
+  StagedEvent,
+  StartMode,
+} from '../../protocol/types.js';
 
 export const STREAM = 'polymarket';
 export const HISTORY_ID = 'hist-1';
 
-export function makeBinding(consumerId: string, generation = 1, filter: Binding['filter'] = { kinds: ['trade', 'correction'] }): Binding {
+export function makeBinding(
+  consumerId: string,
+  generation = 1,
+  filter: Binding['filter'] = { kinds: ['trade', 'correction'] },
+): Binding {
   return {
     consumerId,
     subscriptionId: `sub-${consumerId}`,
@@ -20,7 +31,16 @@ export function makeBinding(consumerId: string, generation = 1, filter: Binding[
 }
 
 export function tradeData(overrides: Partial<TradeData> = {}): TradeData {
-  return { market: 'm-1', asset: 'asset-1', side: 'BUY', price: '0.5', size: '100', wallet: 'w-1', txHash: '0xabc', ...overrides };
+  return {
+    market: 'm-1',
+    asset: 'asset-1',
+    side: 'BUY',
+    price: '0.5',
+    size: '100',
+    wallet: 'w-1',
+    txHash: '0xabc',
+    ...overrides,
+  };
 }
 
 export function stagedEvent(fields: {
@@ -49,7 +69,12 @@ export function stagedEvent(fields: {
   };
 }
 
-export function trade(position: number, entityId: string, data: Partial<TradeData> = {}, more: { ordinal?: number; eventId?: string } = {}): StagedEvent {
+export function trade(
+  position: number,
+  entityId: string,
+  data: Partial<TradeData> = {},
+  more: { ordinal?: number; eventId?: string } = {},
+): StagedEvent {
   return stagedEvent({ position, kind: 'trade', entityId, revision: 1, data: tradeData(data), ...more });
 }
 

@@ -6,7 +6,14 @@ import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { acquireLease, commitCheckpoint, Fenced, recordGapDecision, StorageFailure } from '../../db/index.js';
-import { addDecimal, compareDecimal, formatDecimal, notional, parseDecimal, type Decimal } from '../../protocol/decimal.js';
+import {
+  addDecimal,
+  compareDecimal,
+  formatDecimal,
+  notional,
+  parseDecimal,
+  type Decimal,
+} from '../../protocol/decimal.js';
 import type { StagedEvent, StartMode } from '../../protocol/types.js';
 import { useTestDatabase } from '../support/db.js';
 import { correction, makePlan, trade } from './fixtures.js';
@@ -31,29 +38,65 @@ beforeAll(async () => {
 const WHALE_MIN = '50000';
 const MARKETS = ['m-a', 'm-b', 'm-c'];
 const price = fc.integer({ min: 0, max: 9999 }).map((n) => formatDecimal({ units: BigInt(n), scale: 4 })); // 0..0.9999
-const size = fc.tuple(fc.integer({ min: 1, max: 999_999 }), fc.integer({ min: 0, max: 3 })).map(([n, scale]) => formatDecimal({ units: BigInt(n), scale }));
+const size = fc
+  .tuple(fc.integer({ min: 1, max: 999_999 }), fc.integer({ min: 0, max: 3 }))
+  .map(([n, scale]) => formatDecimal({ units: BigInt(n), scale }));
 const values = fc.record({ market: fc.constantFrom(...MARKETS), price, size });
 
-type Draft = { kind: 'trade' | 'correction'; entity: number; revision: number; market: string; price: string; size: string };
+type Draft = {
+  kind: 'trade' | 'correction';
+  entity: number;
+  revision: number;
+  market: string;
+  price: string;
+  size: string;
+};
 const draft: fc.Arbitrary<Draft> = fc.oneof(
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('trade' as const), entity: fc.integer({ min: 0, max: 11 }), revision: fc.constant(1) }).chain((e) => values.map((v) => ({ ...e, ...v }))) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('correction' as const), entity: fc.integer({ min: 0, max: 12 }), revision: fc.integer({ min: 2, max: 4 }) }).chain((e) => values.map((v) => ({ ...e, ...v }))) },
+  {
+    weight: 3,
+    arbitrary: fc
+      .record({
+        kind: fc.constant('trade' as const),
+        entity: fc.integer({ min: 0, max: 11 }),
+        revision: fc.constant(1),
+      })
+      .chain((e) => values.map((v) => ({ ...e, ...v }))),
+  },
+  {
+    weight: 2,
+    arbitrary: fc
+      .record({
+        kind: fc.constant('correction' as const),
+        entity: fc.integer({ min: 0, max: 12 }),
+        revision: fc.integer({ min: 2, max: 4 }),
+      })
+      .chain((e) => values.map((v) => ({ ...e, ...v }))),
+  },
 );
 
 /** A journal: positions with gaps (filtered delivery), 1..3 matched events per transition. */
-const journalArb = fc.array(fc.tuple(fc.integer({ min: 1, max: 3 }), fc.array(draft, { minLength: 1, maxLength: 3 })), { minLength: 1, maxLength: 14 }).map((transitions) => {
-  const events: StagedEvent[] = [];
-  let position = 0;
-  for (const [gap, drafts] of transitions) {
-    position += gap;
-    drafts.forEach((d, i) => {
-      const data = { market: d.market, price: d.price, size: d.size };
-      const more = { ordinal: i + 1, eventId: `ev-${position}-${i + 1}` };
-      events.push(d.kind === 'trade' ? trade(position, `e-${d.entity}`, data, more) : correction(position, `e-${d.entity}`, d.revision, data, more));
-    });
-  }
-  return { events, end: position };
-});
+const journalArb = fc
+  .array(fc.tuple(fc.integer({ min: 1, max: 3 }), fc.array(draft, { minLength: 1, maxLength: 3 })), {
+    minLength: 1,
+    maxLength: 14,
+  })
+  .map((transitions) => {
+    const events: StagedEvent[] = [];
+    let position = 0;
+    for (const [gap, drafts] of transitions) {
+      position += gap;
+      drafts.forEach((d, i) => {
+        const data = { market: d.market, price: d.price, size: d.size };
+        const more = { ordinal: i + 1, eventId: `ev-${position}-${i + 1}` };
+        events.push(
+          d.kind === 'trade'
+            ? trade(position, `e-${d.entity}`, data, more)
+            : correction(position, `e-${d.entity}`, d.revision, data, more),
+        );
+      });
+    }
+    return { events, end: position };
+  });
 
 type Action =
   | { kind: 'commit'; step: number }
@@ -67,7 +110,12 @@ const actionArb: fc.Arbitrary<Action> = fc.oneof(
   { weight: 1, arbitrary: step.map((s) => ({ kind: 'abort' as const, step: s })) },
   { weight: 1, arbitrary: step.map((s) => ({ kind: 'lost_ack' as const, step: s })) },
   { weight: 1, arbitrary: step.map((s) => ({ kind: 'zombie' as const, step: s })) },
-  { weight: 1, arbitrary: fc.tuple(fc.integer({ min: 1, max: 12 }), step).map(([back, s]) => ({ kind: 'replay' as const, back, step: s })) },
+  {
+    weight: 1,
+    arbitrary: fc
+      .tuple(fc.integer({ min: 1, max: 12 }), step)
+      .map(([back, s]) => ({ kind: 'replay' as const, back, step: s })),
+  },
 );
 
 /** The reference: the journal applied once, in order, by the rules of PROTOCOL.md section 4. */
@@ -76,7 +124,14 @@ function referenceFold(journal: StagedEvent[]) {
   const revisions: { entityId: string; revision: number; eventId: string; notional: string }[] = [];
   for (const event of appliedEvents(journal)) {
     const data = event.data as { market: string; price: string; size: string };
-    const row = { entityId: event.entityId, revision: event.revision, market: data.market, price: data.price, size: data.size, notional: notional(data.price, data.size) };
+    const row = {
+      entityId: event.entityId,
+      revision: event.revision,
+      market: data.market,
+      price: data.price,
+      size: data.size,
+      notional: notional(data.price, data.size),
+    };
     executions.set(event.entityId, row);
     revisions.push({ entityId: row.entityId, revision: row.revision, eventId: event.eventId, notional: row.notional });
   }
@@ -85,102 +140,118 @@ function referenceFold(journal: StagedEvent[]) {
     const v = volumes.get(e.market) ?? { volume: { units: 0n, scale: 0 }, count: 0 };
     volumes.set(e.market, { volume: addDecimal(v.volume, parseDecimal(e.notional)), count: v.count + 1 });
   }
-  const byEntity = (a: { entityId: string }, b: { entityId: string }) => (a.entityId < b.entityId ? -1 : a.entityId > b.entityId ? 1 : 0);
+  const byEntity = (a: { entityId: string }, b: { entityId: string }) =>
+    a.entityId < b.entityId ? -1 : a.entityId > b.entityId ? 1 : 0;
   return {
     executions: [...executions.values()].sort(byEntity),
     revisions: revisions.sort((a, b) => byEntity(a, b) || a.revision - b.revision),
-    volumes: Object.fromEntries([...volumes.entries()].sort().map(([m, v]) => [m, `${formatDecimal(v.volume)}/${v.count}`])),
+    volumes: Object.fromEntries(
+      [...volumes.entries()].sort().map(([m, v]) => [m, `${formatDecimal(v.volume)}/${v.count}`]),
+    ),
   };
 }
 
 describe('commit path against the reference fold', () => {
   it('holds every effect exactly once after aborts, lost ACKs, zombies and replays', async () => {
     await fc.assert(
-      fc.asyncProperty(journalArb, fc.array(actionArb, { maxLength: 14 }), async ({ events: journal, end }, actions) => {
-        const consumerId = `model-${randomUUID()}`;
-        let lease = await acquireLease(db.pool, consumerId);
-        let fence = { leaseEpoch: lease.leaseEpoch, version: lease.version };
-        let saved: number | null = null; // the committed position, as the database has it
-        let mode: StartMode = 'from_floor'; // explicit first start; later checkpoints of the session resume
-        let replayFrom: number | null = null;
+      fc.asyncProperty(
+        journalArb,
+        fc.array(actionArb, { maxLength: 14 }),
+        async ({ events: journal, end }, actions) => {
+          const consumerId = `model-${randomUUID()}`;
+          let lease = await acquireLease(db.pool, consumerId);
+          let fence = { leaseEpoch: lease.leaseEpoch, version: lease.version };
+          let saved: number | null = null; // the committed position, as the database has it
+          let mode: StartMode = 'from_floor'; // explicit first start; later checkpoints of the session resume
+          let replayFrom: number | null = null;
 
-        const planUpTo = (stepBy: number) => {
-          const from = replayFrom ?? saved ?? 0;
-          const position = Math.min(end, Math.max(saved ?? 0, from) + stepBy);
-          const events = journal.filter((e) => e.position > from && e.position <= position);
-          return makePlan(consumerId, {
-            fence,
-            position,
-            events,
-            startMode: mode,
-            terminalReasons: ['unknown_correction_target'],
-            whaleAlertMinNotional: WHALE_MIN,
-          });
-        };
-        const commit = async (stepBy: number) => {
-          const plan = planUpTo(stepBy);
-          const result = await commitCheckpoint(db.pool, plan);
-          fence = { leaseEpoch: fence.leaseEpoch, version: result.version };
-          saved = plan.checkpoint.position;
-          mode = 'resume';
-          replayFrom = null;
-          return plan;
-        };
+          const planUpTo = (stepBy: number) => {
+            const from = replayFrom ?? saved ?? 0;
+            const position = Math.min(end, Math.max(saved ?? 0, from) + stepBy);
+            const events = journal.filter((e) => e.position > from && e.position <= position);
+            return makePlan(consumerId, {
+              fence,
+              position,
+              events,
+              startMode: mode,
+              terminalReasons: ['unknown_correction_target'],
+              whaleAlertMinNotional: WHALE_MIN,
+            });
+          };
+          const commit = async (stepBy: number) => {
+            const plan = planUpTo(stepBy);
+            const result = await commitCheckpoint(db.pool, plan);
+            fence = { leaseEpoch: fence.leaseEpoch, version: result.version };
+            saved = plan.checkpoint.position;
+            mode = 'resume';
+            replayFrom = null;
+            return plan;
+          };
 
-        for (const action of actions) {
-          switch (action.kind) {
-            case 'commit':
-              await commit(action.step);
-              break;
-            case 'abort': {
-              await db.pool.query('INSERT INTO test_faults VALUES ($1)', [consumerId]);
-              try {
-                await expect(commitCheckpoint(db.pool, planUpTo(action.step))).rejects.toBeInstanceOf(StorageFailure);
-              } finally {
-                await db.pool.query('DELETE FROM test_faults WHERE consumer_id = $1', [consumerId]);
+          for (const action of actions) {
+            switch (action.kind) {
+              case 'commit':
+                await commit(action.step);
+                break;
+              case 'abort': {
+                await db.pool.query('INSERT INTO test_faults VALUES ($1)', [consumerId]);
+                try {
+                  await expect(commitCheckpoint(db.pool, planUpTo(action.step))).rejects.toBeInstanceOf(StorageFailure);
+                } finally {
+                  await db.pool.query('DELETE FROM test_faults WHERE consumer_id = $1', [consumerId]);
+                }
+                break;
               }
-              break;
-            }
-            case 'lost_ack': {
-              // Committed, the result was lost, and the attempt retries the very same plan: fenced, no effect.
-              const staleFence = fence;
-              const plan = await commit(action.step);
-              await expect(commitCheckpoint(db.pool, { ...plan, fence: staleFence })).rejects.toBeInstanceOf(Fenced);
-              break;
-            }
-            case 'zombie': {
-              const zombieFence = fence;
-              lease = await acquireLease(db.pool, consumerId);
-              fence = { leaseEpoch: lease.leaseEpoch, version: lease.version };
-              await expect(commitCheckpoint(db.pool, { ...planUpTo(action.step), fence: zombieFence })).rejects.toBeInstanceOf(Fenced);
-              break;
-            }
-            case 'replay': {
-              if (saved === null) break;
-              // An operator accepts a replay from the floor: the server redelivers events already applied.
-              const decided = await recordGapDecision(db.pool, { consumerId, decision: 'from_floor', actor: 'model', reason: 'replay' });
-              fence = { leaseEpoch: decided.leaseEpoch, version: decided.version };
-              mode = 'from_floor';
-              replayFrom = Math.max(0, saved - action.back);
-              await commit(action.step);
-              break;
+              case 'lost_ack': {
+                // Committed, the result was lost, and the attempt retries the very same plan: fenced, no effect.
+                const staleFence = fence;
+                const plan = await commit(action.step);
+                await expect(commitCheckpoint(db.pool, { ...plan, fence: staleFence })).rejects.toBeInstanceOf(Fenced);
+                break;
+              }
+              case 'zombie': {
+                const zombieFence = fence;
+                lease = await acquireLease(db.pool, consumerId);
+                fence = { leaseEpoch: lease.leaseEpoch, version: lease.version };
+                await expect(
+                  commitCheckpoint(db.pool, { ...planUpTo(action.step), fence: zombieFence }),
+                ).rejects.toBeInstanceOf(Fenced);
+                break;
+              }
+              case 'replay': {
+                if (saved === null) break;
+                // An operator accepts a replay from the floor: the server redelivers events already applied.
+                const decided = await recordGapDecision(db.pool, {
+                  consumerId,
+                  decision: 'from_floor',
+                  actor: 'model',
+                  reason: 'replay',
+                });
+                fence = { leaseEpoch: decided.leaseEpoch, version: decided.version };
+                mode = 'from_floor';
+                replayFrom = Math.max(0, saved - action.back);
+                await commit(action.step);
+                break;
+              }
             }
           }
-        }
-        while (saved === null || saved < end) await commit(3);
+          while (saved === null || saved < end) await commit(3);
 
-        const state = await dumpState(db.pool, consumerId);
-        const reference = referenceFold(journal);
-        expect(state.checkpoint?.position).toBe(end);
-        expect(state.executions).toEqual(reference.executions);
-        expect(state.revisions).toEqual(reference.revisions);
-        expect(state.volumes).toEqual(reference.volumes);
-        // Every journal event has exactly one durable outcome.
-        expect(state.receipts.map((r) => r.eventId).sort()).toEqual(journal.map((e) => e.eventId).sort());
-        // One alert per qualifying applied revision, never repeated by replays.
-        const alerts = reference.revisions.filter((r) => compareDecimal(parseDecimal(r.notional), parseDecimal(WHALE_MIN)) >= 0);
-        expect(state.outbox).toEqual(alerts.map((r) => `whale_alert:${r.eventId}`).sort());
-      }),
+          const state = await dumpState(db.pool, consumerId);
+          const reference = referenceFold(journal);
+          expect(state.checkpoint?.position).toBe(end);
+          expect(state.executions).toEqual(reference.executions);
+          expect(state.revisions).toEqual(reference.revisions);
+          expect(state.volumes).toEqual(reference.volumes);
+          // Every journal event has exactly one durable outcome.
+          expect(state.receipts.map((r) => r.eventId).sort()).toEqual(journal.map((e) => e.eventId).sort());
+          // One alert per qualifying applied revision, never repeated by replays.
+          const alerts = reference.revisions.filter(
+            (r) => compareDecimal(parseDecimal(r.notional), parseDecimal(WHALE_MIN)) >= 0,
+          );
+          expect(state.outbox).toEqual(alerts.map((r) => `whale_alert:${r.eventId}`).sort());
+        },
+      ),
       { numRuns: 40 },
     );
   });

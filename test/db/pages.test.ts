@@ -1,14 +1,27 @@
 // The paginated history source (PROTOCOL.md section 8) on the real stack: consumePages against the reference
 // server's HTTP endpoint and a real Postgres database. Named after the acceptance oracles of section 7.
 import { afterEach, describe, expect, it } from 'vitest';
-import { consumePages, type PageConsumerDeps, type PageConsumerHooks, type PageHeartbeat, type PageOutcome } from '../../activities/page-consumer.js';
+import {
+  consumePages,
+  type PageConsumerDeps,
+  type PageConsumerHooks,
+  type PageHeartbeat,
+  type PageOutcome,
+} from '../../activities/page-consumer.js';
 import { loadPageProgress, type PageProgress } from '../../db/pages.js';
 import { PAGE_QUERY, type StreamFilter } from '../../protocol/codec.js';
 import type { QuarantineReason } from '../../protocol/types.js';
 import { acquireLease } from '../../db/state.js';
 import { resolveQuarantine } from '../../db/decisions.js';
 import { ConsumerKindMismatch, UnknownConsumer } from '../../db/errors.js';
-import { addDecimal, compareDecimal, formatDecimal, notional, parseDecimal, type Decimal } from '../../protocol/decimal.js';
+import {
+  addDecimal,
+  compareDecimal,
+  formatDecimal,
+  notional,
+  parseDecimal,
+  type Decimal,
+} from '../../protocol/decimal.js';
 import { Journal, type NewEvent } from '../../simulator/journal.js';
 import { ReferenceStreamServer } from '../../simulator/server.js';
 import { useTestDatabase } from '../support/db.js';
@@ -40,7 +53,15 @@ function oracleTrade(eventId: string, price: string, size = '100'): NewEvent {
     entityId: `x-${eventId}`,
     revision: 1,
     observedAt: '2026-11-29T12:00:00.000Z',
-    data: { market: MARKET, asset: 'a-oracle-yes', side: 'BUY', price, size, wallet: '0xwhale', txHash: `0x${eventId}` },
+    data: {
+      market: MARKET,
+      asset: 'a-oracle-yes',
+      side: 'BUY',
+      price,
+      size,
+      wallet: '0xwhale',
+      txHash: `0x${eventId}`,
+    },
   };
 }
 
@@ -95,11 +116,16 @@ function run(
     opts.beforeRequest?.(cursor);
     const res = await fetch(input, init);
     const body = (await res.clone().json()) as { next?: string; events?: { position: number }[] };
-    served.push({ cursor, status: res.status, ...(body.next ? { next: body.next, positions: body.events!.map((e) => e.position) } : {}) });
+    served.push({
+      cursor,
+      status: res.status,
+      ...(body.next ? { next: body.next, positions: body.events!.map((e) => e.position) } : {}),
+    });
     opts.afterServed?.(served);
     return res;
   };
-  const line = (msg: string, fields?: Record<string, unknown>) => void logs.push(`${msg} ${JSON.stringify(fields ?? {})}`);
+  const line = (msg: string, fields?: Record<string, unknown>) =>
+    void logs.push(`${msg} ${JSON.stringify(fields ?? {})}`);
   const deps: PageConsumerDeps = {
     pool: db.pool,
     config: {
@@ -108,7 +134,11 @@ function run(
       stream: server.stream,
       limit: opts.limit ?? 50,
       chunkSize: opts.chunkSize ?? 10,
-      backoff: { maxAttempts: opts.maxAttempts ?? 2, initialMs: opts.initialBackoffMs ?? 1, maxMs: opts.initialBackoffMs ?? 4 },
+      backoff: {
+        maxAttempts: opts.maxAttempts ?? 2,
+        initialMs: opts.initialBackoffMs ?? 1,
+        maxMs: opts.initialBackoffMs ?? 4,
+      },
       actions: { whaleAlertMinNotional: opts.whaleAlertMinNotional ?? null },
       quarantinePolicy: { terminalReasons: opts.terminalReasons ?? [] },
     },
@@ -116,9 +146,16 @@ function run(
     log: { info: line, warn: line, error: line },
     ...(opts.hooks ? { hooks: opts.hooks } : {}),
   };
-  const input = { consumerId: opts.consumerId, filter: opts.filter ?? {}, ...(opts.maxPages !== undefined ? { maxPages: opts.maxPages } : {}) };
+  const input = {
+    consumerId: opts.consumerId,
+    filter: opts.filter ?? {},
+    ...(opts.maxPages !== undefined ? { maxPages: opts.maxPages } : {}),
+  };
   const heartbeats: PageHeartbeat[] = [];
-  const outcome = consumePages(deps, input, { heartbeat: (details) => void heartbeats.push(details), signal: abort.signal });
+  const outcome = consumePages(deps, input, {
+    heartbeat: (details) => void heartbeats.push(details),
+    signal: abort.signal,
+  });
   return { outcome, abort, heartbeats, served, logs };
 }
 
@@ -192,15 +229,29 @@ describe('overlapping page', () => {
       },
     });
     const outcome = await resumed.outcome;
-    expect(outcome).toMatchObject({ kind: 'page_limit', counters: { requests: 1, pages: 1, recognised: 3, applied: 1, chunks: 1 } });
+    expect(outcome).toMatchObject({
+      kind: 'page_limit',
+      counters: { requests: 1, pages: 1, recognised: 3, applied: 1, chunks: 1 },
+    });
     expect(resumed.served[0]).toMatchObject({ cursor: c7, next: c8, positions: [104, 105, 106, 107] });
     expect(cursorWhen107Committed).toEqual([c7]);
     expect(await progress(consumerId)).toMatchObject({ resumeCursor: c8, appliedPosition: 107 });
     state = await dumpState(db.pool, consumerId);
-    expect(state.receipts).toEqual(['e104', 'e105', 'e106', 'e107'].map((eventId) => ({ eventId, outcome: 'applied' })));
-    expect(state.executions.map((e) => [e.entityId, e.revision])).toEqual([['x-e104', 1], ['x-e105', 1], ['x-e106', 1], ['x-e107', 1]]);
+    expect(state.receipts).toEqual(
+      ['e104', 'e105', 'e106', 'e107'].map((eventId) => ({ eventId, outcome: 'applied' })),
+    );
+    expect(state.executions.map((e) => [e.entityId, e.revision])).toEqual([
+      ['x-e104', 1],
+      ['x-e105', 1],
+      ['x-e106', 1],
+      ['x-e107', 1],
+    ]);
     expect(state.volumes).toEqual({ [MARKET]: '162.5/4' });
-    expect(outcome.progress).toEqual({ resumeCursor: c8, appliedPosition: 107, version: (await progress(consumerId)).version });
+    expect(outcome.progress).toEqual({
+      resumeCursor: c8,
+      appliedPosition: 107,
+      version: (await progress(consumerId)).version,
+    });
   });
 });
 
@@ -212,9 +263,18 @@ describe('non-advancing token', () => {
     const before = { progress: await progress(consumerId), state: await dumpState(db.pool, consumerId) };
 
     // Every page answers its own request cursor as `next` (and carries events).
-    const stuck = run(server, { consumerId, limit: 5, maxAttempts: 3, beforeRequest: () => (server.faults.pageNonAdvancing = true) });
+    const stuck = run(server, {
+      consumerId,
+      limit: 5,
+      maxAttempts: 3,
+      beforeRequest: () => (server.faults.pageNonAdvancing = true),
+    });
     const outcome = await stuck.outcome;
-    expect(outcome).toMatchObject({ kind: 'non_advancing', attempts: 4, counters: { requests: 4, pages: 0, chunks: 0, applied: 0 } });
+    expect(outcome).toMatchObject({
+      kind: 'non_advancing',
+      attempts: 4,
+      counters: { requests: 4, pages: 0, chunks: 0, applied: 0 },
+    });
     expect(stuck.served).toHaveLength(4);
     for (const s of stuck.served) {
       expect(s.next).toBe(before.progress.resumeCursor);
@@ -269,16 +329,26 @@ function referenceFold(journal: Journal, whaleAlertMinNotional: string) {
     const data = event.data as { market: string; price: string; size: string };
     const amount = notional(data.price, data.size);
     latest.set(event.entityId, { revision: event.revision, market: data.market, notional: amount });
-    if (compareDecimal(parseDecimal(amount), parseDecimal(whaleAlertMinNotional)) >= 0) alerts.push(`whale_alert:${event.eventId}`);
+    if (compareDecimal(parseDecimal(amount), parseDecimal(whaleAlertMinNotional)) >= 0)
+      alerts.push(`whale_alert:${event.eventId}`);
   }
   const volumes = new Map<string, { volume: Decimal; count: number }>();
   for (const execution of latest.values()) {
     const v = volumes.get(execution.market) ?? { volume: parseDecimal('0'), count: 0 };
-    volumes.set(execution.market, { volume: addDecimal(v.volume, parseDecimal(execution.notional)), count: v.count + 1 });
+    volumes.set(execution.market, {
+      volume: addDecimal(v.volume, parseDecimal(execution.notional)),
+      count: v.count + 1,
+    });
   }
   return {
-    executions: [...latest.entries()].map(([entityId, e]) => [entityId, e.revision, e.notional]).sort((a, b) => String(a[0]).localeCompare(String(b[0]))),
-    volumes: Object.fromEntries([...volumes.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([m, v]) => [m, `${formatDecimal(v.volume)}/${v.count}`])),
+    executions: [...latest.entries()]
+      .map(([entityId, e]) => [entityId, e.revision, e.notional])
+      .sort((a, b) => String(a[0]).localeCompare(String(b[0]))),
+    volumes: Object.fromEntries(
+      [...volumes.entries()]
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([m, v]) => [m, `${formatDecimal(v.volume)}/${v.count}`]),
+    ),
     alerts: alerts.sort(),
     eventIds: events.map((e) => e.eventId).sort(),
   };
@@ -308,7 +378,11 @@ describe('full backfill', () => {
 
     const fold = referenceFold(journal, '500');
     const state = await dumpState(db.pool, consumerId);
-    expect(state.executions.map((e) => [e.entityId, e.revision, e.notional]).sort((a, b) => String(a[0]).localeCompare(String(b[0])))).toEqual(fold.executions);
+    expect(
+      state.executions
+        .map((e) => [e.entityId, e.revision, e.notional])
+        .sort((a, b) => String(a[0]).localeCompare(String(b[0]))),
+    ).toEqual(fold.executions);
     expect(state.volumes).toEqual(fold.volumes);
     expect(state.outbox).toEqual(fold.alerts);
     expect(fold.alerts.length).toBeGreaterThan(0);
@@ -340,7 +414,9 @@ describe('conflict', () => {
     expect(saved.appliedPosition).toBe(21);
     await original.close();
 
-    const changed = await startServer(journalWith([oracleTrade('e21b', '0.5'), oracleTrade('e22', '0.25'), oracleTrade('e21', '0.9')]));
+    const changed = await startServer(
+      journalWith([oracleTrade('e21b', '0.5'), oracleTrade('e22', '0.25'), oracleTrade('e21', '0.9')]),
+    );
     const resumed = run(changed, { consumerId, filter, chunkSize: 1 });
     const outcome = await resumed.outcome;
     expect(resumed.served[0]).toMatchObject({ cursor: saved.resumeCursor, positions: [22, 23] });
@@ -349,7 +425,10 @@ describe('conflict', () => {
     expect(await progress(consumerId)).toMatchObject({ resumeCursor: saved.resumeCursor, appliedPosition: 22 });
     const state = await dumpState(db.pool, consumerId);
     expect(receiptIds(state)).toEqual(['e21', 'e22']);
-    expect(state.executions.map((e) => [e.entityId, e.notional])).toEqual([['x-e21', '50'], ['x-e22', '25']]);
+    expect(state.executions.map((e) => [e.entityId, e.notional])).toEqual([
+      ['x-e21', '50'],
+      ['x-e22', '25'],
+    ]);
   });
 
   it('a recognised event of an overlapping page whose content changed aborts before anything is applied', async () => {
@@ -361,7 +440,8 @@ describe('conflict', () => {
     await original.close();
 
     const changed = await startServer(journalWith([oracleTrade('e21', '0.9'), oracleTrade('e22', '0.25')]));
-    const outcome = await run(changed, { consumerId, filter, beforeRequest: () => (changed.faults.pageOverlap = 1) }).outcome;
+    const outcome = await run(changed, { consumerId, filter, beforeRequest: () => (changed.faults.pageOverlap = 1) })
+      .outcome;
     expect(outcome).toMatchObject({ kind: 'conflict', eventId: 'e21', counters: { chunks: 0 } });
     expect(await progress(consumerId)).toEqual(before.progress);
     expect(await dumpState(db.pool, consumerId)).toEqual(before.state);
@@ -382,8 +462,14 @@ describe('unrecognised event', () => {
     rewritten.append({ events: [oracleTrade('e21', '0.5'), oracleTrade('e21-late', '0.5')] });
     rewritten.append({ events: [oracleTrade('e22', '0.5')] });
     const changed = await startServer(rewritten);
-    const outcome = await run(changed, { consumerId, filter, beforeRequest: () => (changed.faults.pageOverlap = 1) }).outcome;
-    expect(outcome).toMatchObject({ kind: 'unrecognised_event', eventId: 'e21-late', position: 21, counters: { recognised: 0, chunks: 0 } });
+    const outcome = await run(changed, { consumerId, filter, beforeRequest: () => (changed.faults.pageOverlap = 1) })
+      .outcome;
+    expect(outcome).toMatchObject({
+      kind: 'unrecognised_event',
+      eventId: 'e21-late',
+      position: 21,
+      counters: { recognised: 0, chunks: 0 },
+    });
     expect(await progress(consumerId)).toEqual(before.progress);
     expect(await dumpState(db.pool, consumerId)).toEqual(before.state);
   });
@@ -426,7 +512,8 @@ describe('expired cursor', () => {
 
 describe('zero-item pages', () => {
   it('an empty page with a new token advances the cursor and nothing else', async () => {
-    // The source scans at most 5000 transitions per page: a filter matching nothing answers empty pages with new tokens.
+    // The source scans at most 5000 transitions per page: a filter matching nothing answers empty pages with new
+    // tokens.
     const journal = Journal.generate({ seed: 2, transitions: 5100 });
     const server = await startServer(journal);
     const consumerId = 'pages-zero-item';
@@ -446,16 +533,26 @@ describe('stops', () => {
   const mystery = (eventId: string): NewEvent => ({ ...oracleTrade(eventId, '0.5'), kind: 'mystery_kind' });
 
   it('a held quarantine stops with the cursor unchanged; a policy that makes the reason terminal goes on', async () => {
-    const server = await startServer(oracleJournal(3, [oracleTrade('e4', '0.5'), mystery('e5'), oracleTrade('e6', '0.5')]));
+    const server = await startServer(
+      oracleJournal(3, [oracleTrade('e4', '0.5'), mystery('e5'), oracleTrade('e6', '0.5')]),
+    );
     const consumerId = 'pages-held';
     const held = await run(server, { consumerId, chunkSize: 1 }).outcome;
-    expect(held).toMatchObject({ kind: 'held_quarantine', items: [{ eventId: 'e5', reason: 'unsupported_kind', position: 5 }] });
+    expect(held).toMatchObject({
+      kind: 'held_quarantine',
+      items: [{ eventId: 'e5', reason: 'unsupported_kind', position: 5 }],
+    });
     expect(await progress(consumerId)).toMatchObject({ resumeCursor: null, appliedPosition: 4 });
     let state = await dumpState(db.pool, consumerId);
     expect(state.quarantine).toEqual([{ eventId: 'e5', disposition: 'held', reason: 'unsupported_kind' }]);
     expect(receiptIds(state)).not.toContain('e5');
 
-    const released = await run(server, { consumerId, chunkSize: 1, terminalReasons: ['unsupported_kind'], maxAttempts: 0 }).outcome;
+    const released = await run(server, {
+      consumerId,
+      chunkSize: 1,
+      terminalReasons: ['unsupported_kind'],
+      maxAttempts: 0,
+    }).outcome;
     expect(released.kind).toBe('caught_up');
     expect(await progress(consumerId)).toMatchObject({ appliedPosition: 6 });
     state = await dumpState(db.pool, consumerId);
@@ -468,18 +565,38 @@ describe('stops', () => {
   });
 
   it('a held quarantine of a page consumer is released by an operator decision; the next run goes on', async () => {
-    const server = await startServer(oracleJournal(3, [oracleTrade('e4', '0.5'), mystery('e5'), oracleTrade('e6', '0.5')]));
+    const server = await startServer(
+      oracleJournal(3, [oracleTrade('e4', '0.5'), mystery('e5'), oracleTrade('e6', '0.5')]),
+    );
     const consumerId = 'pages-released';
-    expect(await run(server, { consumerId, chunkSize: 1 }).outcome).toMatchObject({ kind: 'held_quarantine', items: [{ eventId: 'e5' }] });
+    expect(await run(server, { consumerId, chunkSize: 1 }).outcome).toMatchObject({
+      kind: 'held_quarantine',
+      items: [{ eventId: 'e5' }],
+    });
     const before = await progress(consumerId);
 
-    const resolved = await resolveQuarantine(db.pool, { consumerId, decision: 'release_terminal', actor: 'ops', reason: 'unknown kind is not ours' });
+    const resolved = await resolveQuarantine(db.pool, {
+      consumerId,
+      decision: 'release_terminal',
+      actor: 'ops',
+      reason: 'unknown kind is not ours',
+    });
     expect(resolved).toBe(1);
     // The decision changes the quarantine record only: the cursor and the durable prefix are where they were.
     expect(await progress(consumerId)).toEqual(before);
-    const { rows: decisions } = await db.pool.query('SELECT kind, decision, actor, reason, replaced_token, details FROM decisions WHERE consumer_id = $1', [consumerId]);
+    const { rows: decisions } = await db.pool.query(
+      'SELECT kind, decision, actor, reason, replaced_token, details FROM decisions WHERE consumer_id = $1',
+      [consumerId],
+    );
     expect(decisions).toEqual([
-      { kind: 'quarantine', decision: 'release_terminal', actor: 'ops', reason: 'unknown kind is not ours', replaced_token: null, details: { eventIds: ['e5'] } },
+      {
+        kind: 'quarantine',
+        decision: 'release_terminal',
+        actor: 'ops',
+        reason: 'unknown kind is not ours',
+        replaced_token: null,
+        details: { eventIds: ['e5'] },
+      },
     ]);
 
     // No terminal policy this time: the operator's release is what lets the run go on.
@@ -492,12 +609,16 @@ describe('stops', () => {
       { eventId: 'e5', outcome: 'quarantined' },
       { eventId: 'e6', outcome: 'applied' },
     ]);
-    const { rows: decided } = await db.pool.query('SELECT decided_by, why FROM quarantine WHERE consumer_id = $1', [consumerId]);
+    const { rows: decided } = await db.pool.query('SELECT decided_by, why FROM quarantine WHERE consumer_id = $1', [
+      consumerId,
+    ]);
     expect(decided).toEqual([{ decided_by: 'ops', why: 'unknown kind is not ours' }]);
   });
 
   it('a quarantine decision for an id with no progress of either kind is refused', async () => {
-    await expect(resolveQuarantine(db.pool, { consumerId: 'pages-nobody', decision: 'retry', actor: 'ops', reason: 'x' })).rejects.toBeInstanceOf(UnknownConsumer);
+    await expect(
+      resolveQuarantine(db.pool, { consumerId: 'pages-nobody', decision: 'retry', actor: 'ops', reason: 'x' }),
+    ).rejects.toBeInstanceOf(UnknownConsumer);
   });
 
   it('a run whose progress another run moved stops as fenced without writing', async () => {
@@ -539,7 +660,11 @@ describe('stops', () => {
     await run(server, { consumerId: 'pages-only', maxPages: 1 }).outcome;
     const refused = acquireLease(db.pool, 'pages-only');
     await expect(refused).rejects.toBeInstanceOf(ConsumerKindMismatch);
-    await expect(refused).rejects.toMatchObject({ code: 'consumer_kind_mismatch', consumerId: 'pages-only', actualKind: 'page' });
+    await expect(refused).rejects.toMatchObject({
+      code: 'consumer_kind_mismatch',
+      consumerId: 'pages-only',
+      actualKind: 'page',
+    });
     const { rowCount } = await db.pool.query('SELECT 1 FROM checkpoints WHERE consumer_id = $1', ['pages-only']);
     expect(rowCount).toBe(0);
   });
@@ -557,7 +682,13 @@ describe('stops', () => {
     const wrongKey = 'wrong-key-9a7e';
     const refused = run(server, { consumerId: 'pages-unauthorized', apiKey: wrongKey });
     const outcome = await refused.outcome;
-    expect(outcome).toMatchObject({ kind: 'source_failed', code: 'unauthorized', retryable: false, status: 401, counters: { requests: 1 } });
+    expect(outcome).toMatchObject({
+      kind: 'source_failed',
+      code: 'unauthorized',
+      retryable: false,
+      status: 401,
+      counters: { requests: 1 },
+    });
     expect(JSON.stringify(outcome)).not.toContain(wrongKey);
     expect(refused.logs.join('\n')).not.toContain(wrongKey);
   });
@@ -566,8 +697,18 @@ describe('stops', () => {
     const server = await startServer(Journal.generate({ seed: 5, transitions: 10 }));
     await server.close();
     let attempts = 0;
-    const outcome = await run(server, { consumerId: 'pages-unreachable', maxAttempts: 2, beforeRequest: () => void (attempts += 1) }).outcome;
-    expect(outcome).toMatchObject({ kind: 'source_failed', code: 'unavailable', retryable: true, status: null, counters: { requests: 3 } });
+    const outcome = await run(server, {
+      consumerId: 'pages-unreachable',
+      maxAttempts: 2,
+      beforeRequest: () => void (attempts += 1),
+    }).outcome;
+    expect(outcome).toMatchObject({
+      kind: 'source_failed',
+      code: 'unavailable',
+      retryable: true,
+      status: null,
+      counters: { requests: 3 },
+    });
     expect(attempts).toBe(3);
   });
 

@@ -11,7 +11,13 @@ export interface ExecutionRow {
 }
 
 export interface SavedState {
-  checkpoint: { position: number | null; token: string | null; generation: number | null; version: number; leaseEpoch: number } | null;
+  checkpoint: {
+    position: number | null;
+    token: string | null;
+    generation: number | null;
+    version: number;
+    leaseEpoch: number;
+  } | null;
   receipts: { eventId: string; outcome: string }[];
   executions: ExecutionRow[];
   /** every applied revision of every execution, superseded and current */
@@ -32,9 +38,13 @@ export function norm(decimal: string): string {
 
 export async function dumpState(pool: pg.Pool, consumerId: string): Promise<SavedState> {
   const q = async <T extends pg.QueryResultRow>(sql: string) => (await pool.query<T>(sql, [consumerId])).rows;
-  const [checkpoint] = await q<{ position: string | null; token: string | null; generation: number | null; version: number; lease_epoch: number }>(
-    'SELECT position, token, generation, version, lease_epoch FROM checkpoints WHERE consumer_id = $1',
-  );
+  const [checkpoint] = await q<{
+    position: string | null;
+    token: string | null;
+    generation: number | null;
+    version: number;
+    lease_epoch: number;
+  }>('SELECT position, token, generation, version, lease_epoch FROM checkpoints WHERE consumer_id = $1');
   return {
     checkpoint: checkpoint
       ? {
@@ -45,14 +55,23 @@ export async function dumpState(pool: pg.Pool, consumerId: string): Promise<Save
           leaseEpoch: checkpoint.lease_epoch,
         }
       : null,
-    receipts: (await q<{ event_id: string; outcome: string }>('SELECT event_id, outcome FROM event_receipts WHERE consumer_id = $1 ORDER BY event_id')).map(
-      (r) => ({ eventId: r.event_id, outcome: r.outcome }),
-    ),
+    receipts: (
+      await q<{ event_id: string; outcome: string }>(
+        'SELECT event_id, outcome FROM event_receipts WHERE consumer_id = $1 ORDER BY event_id',
+      )
+    ).map((r) => ({ eventId: r.event_id, outcome: r.outcome })),
     executions: (
       await q<{ entity_id: string; revision: number; market: string; price: string; size: string; notional: string }>(
         'SELECT entity_id, revision, market, price::text, size::text, notional::text FROM executions WHERE consumer_id = $1 ORDER BY entity_id',
       )
-    ).map((r) => ({ entityId: r.entity_id, revision: r.revision, market: r.market, price: norm(r.price), size: norm(r.size), notional: norm(r.notional) })),
+    ).map((r) => ({
+      entityId: r.entity_id,
+      revision: r.revision,
+      market: r.market,
+      price: norm(r.price),
+      size: norm(r.size),
+      notional: norm(r.notional),
+    })),
     revisions: (
       await q<{ entity_id: string; revision: number; event_id: string; notional: string }>(
         // The full history: superseded revisions plus each execution's current one.
@@ -63,9 +82,11 @@ export async function dumpState(pool: pg.Pool, consumerId: string): Promise<Save
       )
     ).map((r) => ({ entityId: r.entity_id, revision: r.revision, eventId: r.event_id, notional: norm(r.notional) })),
     volumes: Object.fromEntries(
-      (await q<{ market: string; volume: string; execution_count: number }>(
-        'SELECT market, volume::text, execution_count FROM market_volumes WHERE consumer_id = $1 ORDER BY market',
-      ))
+      (
+        await q<{ market: string; volume: string; execution_count: number }>(
+          'SELECT market, volume::text, execution_count FROM market_volumes WHERE consumer_id = $1 ORDER BY market',
+        )
+      )
         .filter((r) => r.execution_count !== 0 || norm(r.volume) !== '0')
         .map((r) => [r.market, `${norm(r.volume)}/${r.execution_count}`]),
     ),
@@ -75,12 +96,16 @@ export async function dumpState(pool: pg.Pool, consumerId: string): Promise<Save
       )
     ).map((r) => ({ eventId: r.event_id, disposition: r.disposition, reason: r.reason })),
     quality: Object.fromEntries(
-      (await q<{ scope: string; state: string; last_position: string }>(
-        'SELECT scope, state, last_position FROM source_quality WHERE consumer_id = $1 ORDER BY scope',
-      )).map((r) => [r.scope, `${r.state}@${r.last_position}`]),
+      (
+        await q<{ scope: string; state: string; last_position: string }>(
+          'SELECT scope, state, last_position FROM source_quality WHERE consumer_id = $1 ORDER BY scope',
+        )
+      ).map((r) => [r.scope, `${r.state}@${r.last_position}`]),
     ),
-    outbox: (await q<{ idempotency_key: string }>('SELECT idempotency_key FROM outbox WHERE consumer_id = $1 ORDER BY idempotency_key')).map(
-      (r) => r.idempotency_key,
-    ),
+    outbox: (
+      await q<{ idempotency_key: string }>(
+        'SELECT idempotency_key FROM outbox WHERE consumer_id = $1 ORDER BY idempotency_key',
+      )
+    ).map((r) => r.idempotency_key),
   };
 }

@@ -27,7 +27,11 @@ describe('whalehunt-consumer backfill against the reference page source', () => 
 
   async function stack(transitions: number) {
     const journal = Journal.generate({ seed: 31, transitions });
-    const server = res.track(await ReferenceStreamServer.start({ journal, apiKeys: [API_KEY] }), (s) => s.close(), 'reference stream server');
+    const server = res.track(
+      await ReferenceStreamServer.start({ journal, apiKeys: [API_KEY] }),
+      (s) => s.close(),
+      'reference stream server',
+    );
     const env = {
       DATABASE_URL: db.url,
       WHALEHUNT_URL: server.url,
@@ -67,7 +71,9 @@ describe('whalehunt-consumer backfill against the reference page source', () => 
     expect(status, status.stderr).toMatchObject({ code: 0 });
     expect(status.stdout).toMatch(new RegExp(`applied position\\s+${journal.history.head}\\b`));
     expect(status.stdout).toContain('resume cursor     saved');
-    const json = JSON.parse((await run('backfill-status', '--consumer', consumerId, '--json')).stdout) as { appliedPosition: number };
+    const json = JSON.parse((await run('backfill-status', '--consumer', consumerId, '--json')).stdout) as {
+      appliedPosition: number;
+    };
     expect(json.appliedPosition).toBe(journal.history.head);
 
     for (const result of [first, second, status]) expect(result.stdout + result.stderr).not.toContain(API_KEY);
@@ -100,14 +106,30 @@ describe('whalehunt-consumer backfill against the reference page source', () => 
   });
 
   it('names missing configuration (exit 2) and an unknown page consumer (exit 1) without echoing the key', async () => {
-    const missing = await runCli({ DATABASE_URL: db.url, WHALEHUNT_URL: '', WHALEHUNT_API_KEY: '' }, 'backfill', '--consumer', 'x', '--filter', '{}');
+    const missing = await runCli(
+      { DATABASE_URL: db.url, WHALEHUNT_URL: '', WHALEHUNT_API_KEY: '' },
+      'backfill',
+      '--consumer',
+      'x',
+      '--filter',
+      '{}',
+    );
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('WHALEHUNT_URL: is required');
     expect(missing.stderr).toContain('WHALEHUNT_API_KEY: is required');
 
     const badLimit = await runCli(
-      { DATABASE_URL: db.url, WHALEHUNT_URL: 'ws://127.0.0.1:9/v1/stream', WHALEHUNT_API_KEY: API_KEY, PAGE_LIMIT: 'lots' },
-      'backfill', '--consumer', 'x', '--filter', '{}',
+      {
+        DATABASE_URL: db.url,
+        WHALEHUNT_URL: 'ws://127.0.0.1:9/v1/stream',
+        WHALEHUNT_API_KEY: API_KEY,
+        PAGE_LIMIT: 'lots',
+      },
+      'backfill',
+      '--consumer',
+      'x',
+      '--filter',
+      '{}',
     );
     expect(badLimit.code).toBe(2);
     expect(badLimit.stderr).toContain('PAGE_LIMIT: must be a positive integer');

@@ -28,12 +28,26 @@ describe('whalehunt-consumer CLI against the real stack', () => {
       };
       const run = (...args: string[]) => runCli(env, ...args);
 
-      const started = await run('start', '--consumer', consumerId, '--start', 'from_floor', '--subscription', 'sub-cli', '--lease-ms', '3000');
+      const started = await run(
+        'start',
+        '--consumer',
+        consumerId,
+        '--start',
+        'from_floor',
+        '--subscription',
+        'sub-cli',
+        '--lease-ms',
+        '3000',
+      );
       expect(started, started.stderr).toMatchObject({ code: 0 });
       expect(started.stdout).toContain(`started consumer ${consumerId}`);
       const handle = client.workflow.getHandle(consumerWorkflowId(consumerId));
       track(handle);
-      await within(server.waitForAck((a) => a.consumerId === consumerId && a.position === 4), 60_000, 'the ACK of checkpoint 4');
+      await within(
+        server.waitForAck((a) => a.consumerId === consumerId && a.position === 4),
+        60_000,
+        'the ACK of checkpoint 4',
+      );
 
       const again = await run('start', '--consumer', consumerId, '--start', 'live_cut');
       expect(again.code).toBe(1);
@@ -47,47 +61,105 @@ describe('whalehunt-consumer CLI against the real stack', () => {
       const json = await run('status', '--consumer', consumerId, '--json');
       const report = JSON.parse(json.stdout) as ConsumerReport;
       expect(report.status?.phase).toBe('streaming');
-      expect(report.database).toMatchObject({ executions: 4, totalVolume: '4', heldQuarantine: 0, state: { position: 4, generation: 1 } });
+      expect(report.database).toMatchObject({
+        executions: 4,
+        totalVolume: '4',
+        heldQuarantine: 0,
+        state: { position: 4, generation: 1 },
+      });
 
       // Paused at a checkpoint boundary, the consumer misses transitions that fall below the retention floor.
-      expect((await run('pause', '--consumer', consumerId, '--actor', 'ops', '--reason', 'maintenance window')).code).toBe(0);
+      expect(
+        (await run('pause', '--consumer', consumerId, '--actor', 'ops', '--reason', 'maintenance window')).code,
+      ).toBe(0);
       await waitForPhase(handle, 'paused');
       for (const i of [5, 6, 7, 8]) journal.append({ events: [trade(`c${i}`, 'mA', '0.5', '2')] });
       journal.setRetentionFloor(7);
-      expect((await run('resume', '--consumer', consumerId, '--actor', 'ops', '--reason', 'maintenance over')).code).toBe(0);
+      expect(
+        (await run('resume', '--consumer', consumerId, '--actor', 'ops', '--reason', 'maintenance over')).code,
+      ).toBe(0);
       await waitForPhase(handle, 'awaiting_gap_decision');
 
       const waiting = await run('status', '--consumer', consumerId);
       expect(waiting.stdout).toMatch(/phase\s+awaiting_gap_decision/);
-      expect(waiting.stdout).toMatch(/resolve with\s+npx tsx cli\/main.ts resolve-gap --consumer cli-1 --decision from_floor/);
-      const listed = await run('list', '--phase', 'awaiting_gap_decision', '--json');
-      expect(listed.stdout.trim().split('\n').map((l) => JSON.parse(l) as { consumerId: string })).toContainEqual(
-        expect.objectContaining({ consumerId, phase: 'awaiting_gap_decision', status: 'RUNNING' }),
+      expect(waiting.stdout).toMatch(
+        /resolve with\s+npx tsx cli\/main.ts resolve-gap --consumer cli-1 --decision from_floor/,
       );
+      const listed = await run('list', '--phase', 'awaiting_gap_decision', '--json');
+      expect(
+        listed.stdout
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l) as { consumerId: string }),
+      ).toContainEqual(expect.objectContaining({ consumerId, phase: 'awaiting_gap_decision', status: 'RUNNING' }));
 
       // Invalid input never reaches the workflow: usage errors (exit 2) name the option and what was wrong.
-      const invalid = await run('resolve-gap', '--consumer', consumerId, '--decision', 'retry', '--actor', 'ops', '--reason', 'x');
+      const invalid = await run(
+        'resolve-gap',
+        '--consumer',
+        consumerId,
+        '--decision',
+        'retry',
+        '--actor',
+        'ops',
+        '--reason',
+        'x',
+      );
       expect(invalid.code).toBe(2);
       expect(invalid.stderr).toContain('invalid --decision "retry"; expected one of from_floor, live_cut, abandon');
       const noActor = await run('resolve-gap', '--consumer', consumerId, '--decision', 'live_cut', '--reason', 'x');
       expect(noActor.code).toBe(2);
       expect(noActor.stderr).toContain('--actor is required');
       // A decision the consumer is not waiting for is rejected by the workflow's update validator.
-      const wrongPhase = await run('resolve-binding', '--consumer', consumerId, '--decision', 'retry', '--actor', 'ops', '--reason', 'x');
+      const wrongPhase = await run(
+        'resolve-binding',
+        '--consumer',
+        consumerId,
+        '--decision',
+        'retry',
+        '--actor',
+        'ops',
+        '--reason',
+        'x',
+      );
       expect(wrongPhase.code).toBe(1);
       expect(wrongPhase.stderr).toContain('error (decision_rejected)');
       expect(wrongPhase.stderr).toContain('not awaiting_binding_decision');
-      const unknown = await run('resolve-gap', '--consumer', 'nobody', '--decision', 'live_cut', '--actor', 'ops', '--reason', 'x');
+      const unknown = await run(
+        'resolve-gap',
+        '--consumer',
+        'nobody',
+        '--decision',
+        'live_cut',
+        '--actor',
+        'ops',
+        '--reason',
+        'x',
+      );
       expect(unknown.code).toBe(1);
       expect(unknown.stderr).toContain('error (unknown_consumer): unknown consumer "nobody"');
       const unknownStatus = await run('status', '--consumer', 'nobody');
       expect(unknownStatus.code).toBe(1);
       expect(unknownStatus.stderr).toContain('unknown consumer "nobody"');
 
-      const resolved = await run('resolve-gap', '--consumer', consumerId, '--decision', 'from_floor', '--actor', 'ops', '--reason', 'positions 5-6 are gone');
+      const resolved = await run(
+        'resolve-gap',
+        '--consumer',
+        consumerId,
+        '--decision',
+        'from_floor',
+        '--actor',
+        'ops',
+        '--reason',
+        'positions 5-6 are gone',
+      );
       expect(resolved, resolved.stderr).toMatchObject({ code: 0 });
       expect(resolved.stdout).toContain(`gap decision from_floor recorded for ${consumerId} by ops`);
-      await within(server.waitForAck((a) => a.consumerId === consumerId && a.position === 8), 60_000, 'the ACK of checkpoint 8');
+      await within(
+        server.waitForAck((a) => a.consumerId === consumerId && a.position === 8),
+        60_000,
+        'the ACK of checkpoint 8',
+      );
 
       const after = JSON.parse((await run('status', '--consumer', consumerId, '--json')).stdout) as ConsumerReport;
       expect(after.database).toMatchObject({
@@ -100,14 +172,27 @@ describe('whalehunt-consumer CLI against the real stack', () => {
 
   it('rebinds a running consumer and manages its rebind schedule', async () => {
     const consumerId = 'cli-2';
-    const journal = journalOf([trade('r1', 'mA', '0.5', '2'), trade('r2', 'mB', '0.5', '2')].map((event) => ({ events: [event] })));
+    const journal = journalOf(
+      [trade('r1', 'mA', '0.5', '2'), trade('r2', 'mB', '0.5', '2')].map((event) => ({ events: [event] })),
+    );
     await withConsumerStack(res, db, { journal }, async ({ server, client, taskQueue, track }) => {
-      const env = { TEMPORAL_ADDRESS: temporalTarget().address, TEMPORAL_NAMESPACE: temporalTarget().namespace, TASK_QUEUE: taskQueue, DATABASE_URL: db.url };
+      const env = {
+        TEMPORAL_ADDRESS: temporalTarget().address,
+        TEMPORAL_NAMESPACE: temporalTarget().namespace,
+        TASK_QUEUE: taskQueue,
+        DATABASE_URL: db.url,
+      };
       const run = (...args: string[]) => runCli(env, ...args);
 
-      expect((await run('start', '--consumer', consumerId, '--start', 'from_floor', '--lease-ms', '3000')).code).toBe(0);
+      expect((await run('start', '--consumer', consumerId, '--start', 'from_floor', '--lease-ms', '3000')).code).toBe(
+        0,
+      );
       track(client.workflow.getHandle(consumerWorkflowId(consumerId)));
-      await within(server.waitForAck((a) => a.consumerId === consumerId && a.position === 2), 60_000, 'the ACK of checkpoint 2');
+      await within(
+        server.waitForAck((a) => a.consumerId === consumerId && a.position === 2),
+        60_000,
+        'the ACK of checkpoint 2',
+      );
 
       const badFilter = await run('rebind', '--consumer', consumerId, '--filter', '{"market":"mA"}', '--actor', 'ops');
       expect(badFilter.code).toBe(2);
@@ -115,28 +200,67 @@ describe('whalehunt-consumer CLI against the real stack', () => {
       const rebound = await run('rebind', '--consumer', consumerId, '--markets', 'mA', '--actor', 'ops');
       expect(rebound, rebound.stderr).toMatchObject({ code: 0 });
       expect(rebound.stdout).toContain('generation 2 starts at the next checkpoint boundary');
-      await within(server.waitForAck((a) => a.consumerId === consumerId && a.generation === 2), 60_000, 'an ACK at generation 2');
+      await within(
+        server.waitForAck((a) => a.consumerId === consumerId && a.generation === 2),
+        60_000,
+        'an ACK at generation 2',
+      );
       journal.append({ events: [trade('r3', 'mA', '0.5', '2')] });
       journal.append({ events: [trade('r4', 'mB', '0.5', '2')] });
-      await within(server.waitForAck((a) => a.consumerId === consumerId && a.position === 4), 60_000, 'the ACK of checkpoint 4');
+      await within(
+        server.waitForAck((a) => a.consumerId === consumerId && a.position === 4),
+        60_000,
+        'the ACK of checkpoint 4',
+      );
       const report = JSON.parse((await run('status', '--consumer', consumerId, '--json')).stdout) as ConsumerReport;
       // The new filter applies after the rebind point: r4 (market mB) is filtered out.
-      expect(report.database).toMatchObject({ executions: 3, state: { generation: 2, position: 4, binding: { filter: { markets: ['mA'] } } } });
+      expect(report.database).toMatchObject({
+        executions: 3,
+        state: { generation: 2, position: 4, binding: { filter: { markets: ['mA'] } } },
+      });
 
-      const created = await run('schedule-rebind', 'create', '--consumer', consumerId, '--markets', 'mA,mB', '--every', '6h', '--actor', 'ops');
+      const created = await run(
+        'schedule-rebind',
+        'create',
+        '--consumer',
+        consumerId,
+        '--markets',
+        'mA,mB',
+        '--every',
+        '6h',
+        '--actor',
+        'ops',
+      );
       expect(created, created.stderr).toMatchObject({ code: 0 });
       expect(created.stdout).toContain('schedule whalehunt-rebind:cli-2 created');
-      const twice = await run('schedule-rebind', 'create', '--consumer', consumerId, '--filter', '{}', '--cron', '0 3 * * *', '--actor', 'ops');
+      const twice = await run(
+        'schedule-rebind',
+        'create',
+        '--consumer',
+        consumerId,
+        '--filter',
+        '{}',
+        '--cron',
+        '0 3 * * *',
+        '--actor',
+        'ops',
+      );
       expect(twice.code).toBe(1);
       expect(twice.stderr).toContain('error (schedule_exists)');
       const listed = await waitFor(
         async () => {
           const out = (await run('schedule-rebind', 'list', '--consumer', consumerId, '--json')).stdout.trim();
-          return out === '' ? undefined : out.split('\n').map((line) => JSON.parse(line) as { scheduleId: string; consumerId: string; paused: boolean });
+          return out === ''
+            ? undefined
+            : out
+                .split('\n')
+                .map((line) => JSON.parse(line) as { scheduleId: string; consumerId: string; paused: boolean });
         },
         { description: 'the schedule to be listed', timeoutMs: 30_000, intervalMs: 500 },
       );
-      expect(listed).toEqual([expect.objectContaining({ scheduleId: 'whalehunt-rebind:cli-2', consumerId, paused: false })]);
+      expect(listed).toEqual([
+        expect.objectContaining({ scheduleId: 'whalehunt-rebind:cli-2', consumerId, paused: false }),
+      ]);
       expect((await run('schedule-rebind', 'delete', '--consumer', consumerId)).code).toBe(0);
       const gone = await run('schedule-rebind', 'delete', '--consumer', consumerId);
       expect(gone.code).toBe(1);
@@ -153,7 +277,12 @@ describe('whalehunt-consumer CLI against the real stack', () => {
       { events: [trade('k3', 'mA', '0.5', '2')] },
     ]);
     await withConsumerStack(res, db, { journal }, async ({ server, client, taskQueue, track }) => {
-      const env = { TEMPORAL_ADDRESS: temporalTarget().address, TEMPORAL_NAMESPACE: temporalTarget().namespace, TASK_QUEUE: taskQueue, DATABASE_URL: db.url };
+      const env = {
+        TEMPORAL_ADDRESS: temporalTarget().address,
+        TEMPORAL_NAMESPACE: temporalTarget().namespace,
+        TASK_QUEUE: taskQueue,
+        DATABASE_URL: db.url,
+      };
       const run = (...args: string[]) => runCli(env, ...args);
       expect((await run('start', '--consumer', consumerId, '--start', 'from_floor')).code).toBe(0);
       const handle = client.workflow.getHandle(consumerWorkflowId(consumerId));
@@ -167,12 +296,34 @@ describe('whalehunt-consumer CLI against the real stack', () => {
       expect(report.database?.heldQuarantine).toBe(1);
       const ghost = journal.at(2)!.events[0]!.eventId;
 
-      const released = await run('resolve-quarantine', '--consumer', consumerId, '--decision', 'release_terminal', '--event', ghost, '--actor', 'ops', '--reason', 'never existed upstream');
+      const released = await run(
+        'resolve-quarantine',
+        '--consumer',
+        consumerId,
+        '--decision',
+        'release_terminal',
+        '--event',
+        ghost,
+        '--actor',
+        'ops',
+        '--reason',
+        'never existed upstream',
+      );
       expect(released, released.stderr).toMatchObject({ code: 0 });
-      expect(released.stdout).toContain(`quarantine decision release_terminal (events ${ghost}) recorded for ${consumerId} by ops`);
-      await within(server.waitForAck((a) => a.consumerId === consumerId && a.position === 4), 60_000, 'the ACK of checkpoint 4');
+      expect(released.stdout).toContain(
+        `quarantine decision release_terminal (events ${ghost}) recorded for ${consumerId} by ops`,
+      );
+      await within(
+        server.waitForAck((a) => a.consumerId === consumerId && a.position === 4),
+        60_000,
+        'the ACK of checkpoint 4',
+      );
       const after = JSON.parse((await run('status', '--consumer', consumerId, '--json')).stdout) as ConsumerReport;
-      expect(after.database).toMatchObject({ heldQuarantine: 0, executions: 3, lastDecision: { kind: 'quarantine', decision: 'release_terminal', actor: 'ops' } });
+      expect(after.database).toMatchObject({
+        heldQuarantine: 0,
+        executions: 3,
+        lastDecision: { kind: 'quarantine', decision: 'release_terminal', actor: 'ops' },
+      });
     });
   });
 });

@@ -10,7 +10,16 @@ import { resolveBindingUpdate, statusQuery, type BindingResolution } from '../..
 import { useTestDatabase } from '../support/db.js';
 import { useResources, type Resources } from '../support/leaks.js';
 import { waitForVisibility } from '../support/temporal.js';
-import { API_KEY, journalOf, savedCheckpoint, trade, updateRejection, waitForStatus, withConsumerStack, within } from './consumer-harness.js';
+import {
+  API_KEY,
+  journalOf,
+  savedCheckpoint,
+  trade,
+  updateRejection,
+  waitForStatus,
+  withConsumerStack,
+  within,
+} from './consumer-harness.js';
 import { expectReplayable } from './replay-check.js';
 
 const db = useTestDatabase();
@@ -41,12 +50,21 @@ async function restartServer(
 ): Promise<ReferenceStreamServer> {
   const port = Number(new URL(old.url).port);
   await old.close();
-  const restarted = await ReferenceStreamServer.start({ journal: old.journal, apiKeys: [API_KEY], checkpointEvery: 2, port, ...options });
+  const restarted = await ReferenceStreamServer.start({
+    journal: old.journal,
+    apiKeys: [API_KEY],
+    checkpointEvery: 2,
+    port,
+    ...options,
+  });
   return res.track(restarted, (s) => s.close(), 'restarted reference stream server');
 }
 
 /** Records, at each ACK the server accepts, the position the database had committed by then. */
-function watchAcksAgainstCommits(server: ReferenceStreamServer, consumerId: string): Promise<{ acked: number; committed: number }>[] {
+function watchAcksAgainstCommits(
+  server: ReferenceStreamServer,
+  consumerId: string,
+): Promise<{ acked: number; committed: number }>[] {
   const seen: Promise<{ acked: number; committed: number }>[] = [];
   server.events.on('ack', (ack: { consumerId: string; position: number }) => {
     if (ack.consumerId !== consumerId) return;
@@ -64,61 +82,93 @@ describe('binding and server restarts', () => {
     let restarted: ReferenceStreamServer | undefined;
     let savedBefore: Awaited<ReturnType<typeof savedCheckpoint>> | undefined;
     try {
-      await withConsumerStack(res, db, { journal, server: { tokenSecret: SECRET_BEFORE } }, async ({ server, client, startConsumer }) => {
-        const handle = await startConsumer({ consumerId });
-        await within(server.waitForAck((a) => a.consumerId === consumerId && a.position === 4), 60_000, 'the ACK of checkpoint 4');
-        savedBefore = await savedCheckpoint(db.pool, consumerId);
-        expect(savedBefore.position).toBe(4);
+      await withConsumerStack(
+        res,
+        db,
+        { journal, server: { tokenSecret: SECRET_BEFORE } },
+        async ({ server, client, startConsumer }) => {
+          const handle = await startConsumer({ consumerId });
+          await within(
+            server.waitForAck((a) => a.consumerId === consumerId && a.position === 4),
+            60_000,
+            'the ACK of checkpoint 4',
+          );
+          savedBefore = await savedCheckpoint(db.pool, consumerId);
+          expect(savedBefore.position).toBe(4);
 
-        const serverAfter = (restarted = await restartServer(res, server, { tokenSecret: SECRET_AFTER }));
-        const ackChecks = watchAcksAgainstCommits(serverAfter, consumerId);
-        const stopped = await waitForStatus(handle, 'phase awaiting_binding_decision', (s) => s.phase === 'awaiting_binding_decision');
-        expect(stopped.stop?.reason).toContain('cursor_mismatch');
-        expect(stopped.stop?.resolveWith).toContain(`npx tsx cli/main.ts resolve-binding --consumer ${consumerId} --decision from_floor`);
-        await waitForVisibility(client, `WhalehuntConsumerId = "${consumerId}" AND WhalehuntPhase = "awaiting_binding_decision"`, 1);
-        // The saved token and position are untouched, and the new server accepted nothing from this consumer.
-        expect(await savedCheckpoint(db.pool, consumerId)).toEqual(savedBefore);
-        expect(serverAfter.subscriptions.filter((s) => s.consumerId === consumerId)).toEqual([]);
-        expect(serverAfter.acks.filter((a) => a.consumerId === consumerId)).toEqual([]);
-        expect(serverAfter.rejectedAcks).toEqual([]);
+          const serverAfter = (restarted = await restartServer(res, server, { tokenSecret: SECRET_AFTER }));
+          const ackChecks = watchAcksAgainstCommits(serverAfter, consumerId);
+          const stopped = await waitForStatus(
+            handle,
+            'phase awaiting_binding_decision',
+            (s) => s.phase === 'awaiting_binding_decision',
+          );
+          expect(stopped.stop?.reason).toContain('cursor_mismatch');
+          expect(stopped.stop?.resolveWith).toContain(
+            `npx tsx cli/main.ts resolve-binding --consumer ${consumerId} --decision from_floor`,
+          );
+          await waitForVisibility(
+            client,
+            `WhalehuntConsumerId = "${consumerId}" AND WhalehuntPhase = "awaiting_binding_decision"`,
+            1,
+          );
+          // The saved token and position are untouched, and the new server accepted nothing from this consumer.
+          expect(await savedCheckpoint(db.pool, consumerId)).toEqual(savedBefore);
+          expect(serverAfter.subscriptions.filter((s) => s.consumerId === consumerId)).toEqual([]);
+          expect(serverAfter.acks.filter((a) => a.consumerId === consumerId)).toEqual([]);
+          expect(serverAfter.rejectedAcks).toEqual([]);
 
-        // An invalid decision never reaches the workflow's history.
-        expect(
-          await updateRejection(
-            handle.executeUpdate(resolveBindingUpdate, { args: [{ decision: 'jump', actor: 'ops', reason: 'x' } as unknown as BindingResolution] }),
-          ),
-        ).toMatch(/decision/);
+          // An invalid decision never reaches the workflow's history.
+          expect(
+            await updateRejection(
+              handle.executeUpdate(resolveBindingUpdate, {
+                args: [{ decision: 'jump', actor: 'ops', reason: 'x' } as unknown as BindingResolution],
+              }),
+            ),
+          ).toMatch(/decision/);
 
-        // retry resumes with the exact saved binding: the new server refuses the token again.
-        const connectionsBeforeRetry = serverAfter.connections.length;
-        await handle.executeUpdate(resolveBindingUpdate, { args: [{ decision: 'retry', actor: 'ops', reason: 'was the old server back?' }] });
-        const stoppedAgain = await waitForStatus(
-          handle,
-          'a second cursor_mismatch stop',
-          (s) => s.phase === 'awaiting_binding_decision' && s.stop?.since !== stopped.stop?.since,
-        );
-        expect(stoppedAgain.stop?.reason).toContain('cursor_mismatch');
-        expect(serverAfter.connections.length).toBeGreaterThan(connectionsBeforeRetry);
-        expect(await savedCheckpoint(db.pool, consumerId)).toEqual(savedBefore);
-        expect(serverAfter.acks.filter((a) => a.consumerId === consumerId)).toEqual([]);
+          // retry resumes with the exact saved binding: the new server refuses the token again.
+          const connectionsBeforeRetry = serverAfter.connections.length;
+          await handle.executeUpdate(resolveBindingUpdate, {
+            args: [{ decision: 'retry', actor: 'ops', reason: 'was the old server back?' }],
+          });
+          const stoppedAgain = await waitForStatus(
+            handle,
+            'a second cursor_mismatch stop',
+            (s) => s.phase === 'awaiting_binding_decision' && s.stop?.since !== stopped.stop?.since,
+          );
+          expect(stoppedAgain.stop?.reason).toContain('cursor_mismatch');
+          expect(serverAfter.connections.length).toBeGreaterThan(connectionsBeforeRetry);
+          expect(await savedCheckpoint(db.pool, consumerId)).toEqual(savedBefore);
+          expect(serverAfter.acks.filter((a) => a.consumerId === consumerId)).toEqual([]);
 
-        const status = await handle.executeUpdate(resolveBindingUpdate, {
-          args: [{ decision: 'from_floor', actor: 'ops', reason: 'the provider rotated its token secret' }],
-        });
-        expect(status.phase).toBe('streaming');
-        await within(serverAfter.waitForAck((a) => a.consumerId === consumerId && a.position === 4), 60_000, 'the ACK of checkpoint 4 on the new server');
-        journal.append({ events: [trade('b5', 'mA', '0.5', '2')] });
-        journal.append({ events: [trade('b6', 'mA', '0.5', '2')] });
-        const last = await within(serverAfter.waitForAck((a) => a.consumerId === consumerId && a.position === 6), 60_000, 'the ACK of checkpoint 6');
+          const status = await handle.executeUpdate(resolveBindingUpdate, {
+            args: [{ decision: 'from_floor', actor: 'ops', reason: 'the provider rotated its token secret' }],
+          });
+          expect(status.phase).toBe('streaming');
+          await within(
+            serverAfter.waitForAck((a) => a.consumerId === consumerId && a.position === 4),
+            60_000,
+            'the ACK of checkpoint 4 on the new server',
+          );
+          journal.append({ events: [trade('b5', 'mA', '0.5', '2')] });
+          journal.append({ events: [trade('b6', 'mA', '0.5', '2')] });
+          const last = await within(
+            serverAfter.waitForAck((a) => a.consumerId === consumerId && a.position === 6),
+            60_000,
+            'the ACK of checkpoint 6',
+          );
 
-        const subscriptions = serverAfter.subscriptions.filter((s) => s.consumerId === consumerId);
-        expect(subscriptions[0]).toMatchObject({ mode: 'from_floor', startPosition: 0 });
-        expect(subscriptions.slice(1).every((s) => s.mode === 'resume')).toBe(true);
-        expect(serverAfter.rejectedAcks).toEqual([]);
-        // Every ACK the new server accepted names a checkpoint already committed, and the last one is what is saved.
-        for (const { acked, committed } of await Promise.all(ackChecks)) expect(committed).toBeGreaterThanOrEqual(acked);
-        expect(await savedCheckpoint(db.pool, consumerId)).toMatchObject({ position: 6, token: last.token });
-      });
+          const subscriptions = serverAfter.subscriptions.filter((s) => s.consumerId === consumerId);
+          expect(subscriptions[0]).toMatchObject({ mode: 'from_floor', startPosition: 0 });
+          expect(subscriptions.slice(1).every((s) => s.mode === 'resume')).toBe(true);
+          expect(serverAfter.rejectedAcks).toEqual([]);
+          // Every ACK the new server accepted names a checkpoint already committed, and the last one is what is saved.
+          for (const { acked, committed } of await Promise.all(ackChecks))
+            expect(committed).toBeGreaterThanOrEqual(acked);
+          expect(await savedCheckpoint(db.pool, consumerId)).toMatchObject({ position: 6, token: last.token });
+        },
+      );
     } finally {
       if (restarted) await res.close(restarted);
     }
@@ -127,13 +177,24 @@ describe('binding and server restarts', () => {
       executions: ['b1@1', 'b2@1', 'b3@1', 'b4@1', 'b5@1', 'b6@1'],
       volumes: [{ market: 'mA', volume: '6', execution_count: 6 }],
     });
-    const { rows: decisions } = await db.pool.query<{ kind: string; decision: string; actor: string; reason: string; replaced_token: string | null }>(
-      'SELECT kind, decision, actor, reason, replaced_token FROM decisions WHERE consumer_id = $1 ORDER BY id',
-      [consumerId],
-    );
+    const { rows: decisions } = await db.pool.query<{
+      kind: string;
+      decision: string;
+      actor: string;
+      reason: string;
+      replaced_token: string | null;
+    }>('SELECT kind, decision, actor, reason, replaced_token FROM decisions WHERE consumer_id = $1 ORDER BY id', [
+      consumerId,
+    ]);
     expect(decisions).toEqual([
       { kind: 'binding', decision: 'retry', actor: 'ops', reason: 'was the old server back?', replaced_token: null },
-      { kind: 'binding', decision: 'from_floor', actor: 'ops', reason: 'the provider rotated its token secret', replaced_token: savedBefore!.token },
+      {
+        kind: 'binding',
+        decision: 'from_floor',
+        actor: 'ops',
+        reason: 'the provider rotated its token secret',
+        replaced_token: savedBefore!.token,
+      },
     ]);
   });
 
@@ -146,11 +207,27 @@ describe('binding and server restarts', () => {
         res,
         db,
         // Live transitions are delivered but not checkpointed before the restart: they are staged, never committed.
-        { journal, server: { tokenSecret: SECRET_BEFORE, liveCheckpointEvery: 100, liveCheckpointIntervalMs: 600_000 } },
+        {
+          journal,
+          server: { tokenSecret: SECRET_BEFORE, liveCheckpointEvery: 100, liveCheckpointIntervalMs: 600_000 },
+        },
         async ({ server, startConsumer }) => {
           const handle = await startConsumer({ consumerId, leaseMs: 120_000 });
-          await within(server.waitForSubscription((s) => s.consumerId === consumerId && s.mode === 'resume'), 60_000, 'the resumed session');
-          await within(server.waitForAck((a) => a.consumerId === consumerId && a.position === 4 && a.connectionId === server.subscriptions.at(-1)!.connectionId), 60_000, 'the ACK of the cut');
+          await within(
+            server.waitForSubscription((s) => s.consumerId === consumerId && s.mode === 'resume'),
+            60_000,
+            'the resumed session',
+          );
+          await within(
+            server.waitForAck(
+              (a) =>
+                a.consumerId === consumerId &&
+                a.position === 4 &&
+                a.connectionId === server.subscriptions.at(-1)!.connectionId,
+            ),
+            60_000,
+            'the ACK of the cut',
+          );
           const before = await savedCheckpoint(db.pool, consumerId);
           expect(before.position).toBe(4);
           journal.append({ events: [trade('r5', 'mA', '0.5', '2')] });
@@ -158,15 +235,28 @@ describe('binding and server restarts', () => {
 
           const serverAfter = (restarted = await restartServer(res, server, { tokenSecret: SECRET_BEFORE }));
           const ackChecks = watchAcksAgainstCommits(serverAfter, consumerId);
-          const resumed = await within(serverAfter.waitForSubscription((s) => s.consumerId === consumerId), 60_000, 'the session on the restarted server');
+          const resumed = await within(
+            serverAfter.waitForSubscription((s) => s.consumerId === consumerId),
+            60_000,
+            'the session on the restarted server',
+          );
           expect(resumed).toMatchObject({ mode: 'resume', startPosition: 4, generation: 1 });
-          await within(serverAfter.waitForAck((a) => a.consumerId === consumerId && a.position === 6), 60_000, 'the ACK of checkpoint 6');
+          await within(
+            serverAfter.waitForAck((a) => a.consumerId === consumerId && a.position === 6),
+            60_000,
+            'the ACK of checkpoint 6',
+          );
           journal.append({ events: [trade('r7', 'mA', '0.5', '2')] });
-          const last = await within(serverAfter.waitForAck((a) => a.consumerId === consumerId && a.position === 7), 60_000, 'the live ACK of 7');
+          const last = await within(
+            serverAfter.waitForAck((a) => a.consumerId === consumerId && a.position === 7),
+            60_000,
+            'the live ACK of 7',
+          );
 
           expect((await handle.query(statusQuery)).phase).toBe('streaming');
           expect(serverAfter.rejectedAcks).toEqual([]);
-          for (const { acked, committed } of await Promise.all(ackChecks)) expect(committed).toBeGreaterThanOrEqual(acked);
+          for (const { acked, committed } of await Promise.all(ackChecks))
+            expect(committed).toBeGreaterThanOrEqual(acked);
           expect(await savedCheckpoint(db.pool, consumerId)).toMatchObject({ position: 7, token: last.token });
         },
       );
@@ -186,7 +276,9 @@ describe('binding and server restarts', () => {
     await withConsumerStack(res, db, { journal }, async ({ server, startConsumer }) => {
       const handle = await startConsumer({ consumerId });
       const paused = await waitForStatus(handle, 'phase paused', (s) => s.phase === 'paused');
-      expect(paused.stop?.reason).toContain(`ConfigError: consumer ${consumerId} is a page consumer, not a stream consumer`);
+      expect(paused.stop?.reason).toContain(
+        `ConfigError: consumer ${consumerId} is a page consumer, not a stream consumer`,
+      );
       expect(server.connections).toEqual([]);
     });
     const { rowCount } = await db.pool.query('SELECT 1 FROM checkpoints WHERE consumer_id = $1', [consumerId]);

@@ -11,13 +11,24 @@ import {
 import { useTestDatabase } from '../support/db.js';
 import { useResources } from '../support/leaks.js';
 import { waitForVisibility } from '../support/temporal.js';
-import { journalOf, savedCheckpoint, trade, updateRejection, waitForPhase, withConsumerStack, within } from './consumer-harness.js';
+import {
+  journalOf,
+  savedCheckpoint,
+  trade,
+  updateRejection,
+  waitForPhase,
+  withConsumerStack,
+  within,
+} from './consumer-harness.js';
 import { expectReplayable } from './replay-check.js';
 
 const db = useTestDatabase();
 
 async function executionIds(consumerId: string): Promise<string[]> {
-  const { rows } = await db.pool.query<{ entity_id: string }>('SELECT entity_id FROM executions WHERE consumer_id = $1 ORDER BY entity_id', [consumerId]);
+  const { rows } = await db.pool.query<{ entity_id: string }>(
+    'SELECT entity_id FROM executions WHERE consumer_id = $1 ORDER BY entity_id',
+    [consumerId],
+  );
   return rows.map((r) => r.entity_id);
 }
 
@@ -29,7 +40,11 @@ describe('reset_required waits for an explicit decision', () => {
     const journal = journalOf([1, 2, 3, 4].map((i) => ({ events: [trade(`g${i}`, 'mA', '0.5', '2')] })));
     await withConsumerStack(res, db, { journal }, async ({ server, client, startConsumer }) => {
       const handle = await startConsumer({ consumerId: 'gap-1' });
-      await within(server.waitForAck((a) => a.consumerId === 'gap-1' && a.position === 4), 60_000, 'the ACK of checkpoint 4');
+      await within(
+        server.waitForAck((a) => a.consumerId === 'gap-1' && a.position === 4),
+        60_000,
+        'the ACK of checkpoint 4',
+      );
 
       // Paused (at a checkpoint boundary), the consumer misses transitions that then fall below the retention floor.
       await handle.signal(pauseSignal, { actor: 'ops', reason: 'maintenance window' });
@@ -54,49 +69,90 @@ describe('reset_required waits for an explicit decision', () => {
       const metadata = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
       expect(metadata.currentDetails).toContain('## Consumer `gap-1`: awaiting_gap_decision');
       expect(metadata.currentDetails).toContain('| position | 4 (version');
-      expect(metadata.currentDetails).toContain('npx tsx cli/main.ts resolve-gap --consumer gap-1 --decision from_floor --actor "$USER" --reason "<why>"');
+      expect(metadata.currentDetails).toContain(
+        'npx tsx cli/main.ts resolve-gap --consumer gap-1 --decision from_floor --actor "$USER" --reason "<why>"',
+      );
 
       // Invalid decisions never reach the workflow's history.
-      expect(await updateRejection(handle.executeUpdate(resolveGapUpdate, { args: [{ decision: 'jump', actor: 'ops', reason: 'x' } as unknown as GapResolution] }))).toMatch(
-        /decision/,
-      );
-      expect(await updateRejection(handle.executeUpdate(resolveGapUpdate, { args: [{ decision: 'live_cut', actor: '', reason: 'x' }] }))).toMatch(
-        /actor is required/,
-      );
+      expect(
+        await updateRejection(
+          handle.executeUpdate(resolveGapUpdate, {
+            args: [{ decision: 'jump', actor: 'ops', reason: 'x' } as unknown as GapResolution],
+          }),
+        ),
+      ).toMatch(/decision/);
+      expect(
+        await updateRejection(
+          handle.executeUpdate(resolveGapUpdate, { args: [{ decision: 'live_cut', actor: '', reason: 'x' }] }),
+        ),
+      ).toMatch(/actor is required/);
       // The token is kept while the consumer waits, and nothing started a live or floor session on its own.
       expect(await savedCheckpoint(db.pool, 'gap-1')).toMatchObject({ position: 4, token: before.token });
-      expect(server.subscriptions.filter((s) => s.consumerId === 'gap-1').map((s) => s.mode)).toEqual(['from_floor', 'resume']);
+      expect(server.subscriptions.filter((s) => s.consumerId === 'gap-1').map((s) => s.mode)).toEqual([
+        'from_floor',
+        'resume',
+      ]);
 
-      await handle.signal(resolveGapSignal, { decision: 'from_floor', actor: 'ops', reason: 'positions 5-6 are gone; accept the gap' });
-      await within(server.waitForAck((a) => a.consumerId === 'gap-1' && a.position === 8), 60_000, 'the ACK of checkpoint 8');
+      await handle.signal(resolveGapSignal, {
+        decision: 'from_floor',
+        actor: 'ops',
+        reason: 'positions 5-6 are gone; accept the gap',
+      });
+      await within(
+        server.waitForAck((a) => a.consumerId === 'gap-1' && a.position === 8),
+        60_000,
+        'the ACK of checkpoint 8',
+      );
       const fromFloor = server.subscriptions.filter((s) => s.consumerId === 'gap-1' && s.mode === 'from_floor');
       expect(fromFloor.map((s) => s.startPosition)).toEqual([0, 6]);
       expect(server.subscriptions.some((s) => s.consumerId === 'gap-1' && s.mode === 'live_cut')).toBe(false);
     });
     expect(await savedCheckpoint(db.pool, 'gap-1')).toMatchObject({ position: 8 });
     expect(await executionIds('gap-1')).toEqual(['g1', 'g2', 'g3', 'g4', 'g7', 'g8']);
-    const { rows: decisions } = await db.pool.query<{ kind: string; decision: string; actor: string; reason: string; replaced_token: string | null }>(
-      'SELECT kind, decision, actor, reason, replaced_token FROM decisions WHERE consumer_id = $1',
-      ['gap-1'],
-    );
+    const { rows: decisions } = await db.pool.query<{
+      kind: string;
+      decision: string;
+      actor: string;
+      reason: string;
+      replaced_token: string | null;
+    }>('SELECT kind, decision, actor, reason, replaced_token FROM decisions WHERE consumer_id = $1', ['gap-1']);
     // The audit row names who, why, and the token the decision replaced (the one saved at position 4).
-    expect(decisions).toEqual([{ kind: 'gap', decision: 'from_floor', actor: 'ops', reason: 'positions 5-6 are gone; accept the gap', replaced_token: tokenAt4 }]);
+    expect(decisions).toEqual([
+      {
+        kind: 'gap',
+        decision: 'from_floor',
+        actor: 'ops',
+        reason: 'positions 5-6 are gone; accept the gap',
+        replaced_token: tokenAt4,
+      },
+    ]);
   });
 
   it('rebuilt history: an update decides from_floor, the replay of already applied events adds no effect (duplicates)', async () => {
     const journal = journalOf([1, 2, 3, 4].map((i) => ({ events: [trade(`h${i}`, 'mA', '0.5', '2')] })));
     await withConsumerStack(res, db, { journal }, async ({ server, startConsumer }) => {
       const handle = await startConsumer({ consumerId: 'rebuilt-1' });
-      await within(server.waitForSubscription((s) => s.consumerId === 'rebuilt-1' && s.mode === 'resume'), 60_000, 'the resumed session');
+      await within(
+        server.waitForSubscription((s) => s.consumerId === 'rebuilt-1' && s.mode === 'resume'),
+        60_000,
+        'the resumed session',
+      );
       journal.rebuildHistory();
       const waiting = await waitForPhase(handle, 'awaiting_gap_decision');
       expect(waiting.stop?.reason).toContain('history_rebuilt');
 
-      const status = await handle.executeUpdate(resolveGapUpdate, { args: [{ decision: 'from_floor', actor: 'ops', reason: 'provider rebuilt the journal' }] });
+      const status = await handle.executeUpdate(resolveGapUpdate, {
+        args: [{ decision: 'from_floor', actor: 'ops', reason: 'provider rebuilt the journal' }],
+      });
       expect(status.phase).toBe('streaming');
       expect(status.start).toEqual({ mode: 'from_floor', filter: {} });
       await within(
-        server.waitForAck((a) => a.consumerId === 'rebuilt-1' && a.position === 4 && server.subscriptions.filter((s) => s.mode === 'from_floor' && s.consumerId === 'rebuilt-1').length === 2),
+        server.waitForAck(
+          (a) =>
+            a.consumerId === 'rebuilt-1' &&
+            a.position === 4 &&
+            server.subscriptions.filter((s) => s.mode === 'from_floor' && s.consumerId === 'rebuilt-1').length === 2,
+        ),
         60_000,
         'the ACK of checkpoint 4 in the rebuilt history',
       );
@@ -107,7 +163,10 @@ describe('reset_required waits for an explicit decision', () => {
       ['rebuilt-1'],
     );
     expect(volume).toEqual([{ volume: '4', execution_count: 4 }]);
-    const { rows: binding } = await db.pool.query<{ history_id: string }>('SELECT history_id FROM consumer_bindings WHERE consumer_id = $1', ['rebuilt-1']);
+    const { rows: binding } = await db.pool.query<{ history_id: string }>(
+      'SELECT history_id FROM consumer_bindings WHERE consumer_id = $1',
+      ['rebuilt-1'],
+    );
     expect(binding[0]!.history_id).toBe(journal.historyId);
   });
 
@@ -115,16 +174,25 @@ describe('reset_required waits for an explicit decision', () => {
     const journal = journalOf([1, 2].map((i) => ({ events: [trade(`a${i}`, 'mA', '0.5', '2')] })));
     await withConsumerStack(res, db, { journal }, async ({ server, client, startConsumer }) => {
       const handle = await startConsumer({ consumerId: 'abandon-1' });
-      await within(server.waitForSubscription((s) => s.consumerId === 'abandon-1' && s.mode === 'resume'), 60_000, 'the resumed session');
+      await within(
+        server.waitForSubscription((s) => s.consumerId === 'abandon-1' && s.mode === 'resume'),
+        60_000,
+        'the resumed session',
+      );
       journal.rebuildHistory();
       await waitForPhase(handle, 'awaiting_gap_decision');
-      const status = await handle.executeUpdate(resolveGapUpdate, { args: [{ decision: 'abandon', actor: 'ops', reason: 'subscription retired' }] });
+      const status = await handle.executeUpdate(resolveGapUpdate, {
+        args: [{ decision: 'abandon', actor: 'ops', reason: 'subscription retired' }],
+      });
       expect(status.phase).toBe('completed');
       const result = await handle.result();
       expect(result.stop?.reason).toBe('abandoned by ops: subscription retired');
       await waitForVisibility(client, `WhalehuntConsumerId = "abandon-1" AND WhalehuntPhase = "completed"`, 1);
     });
-    const { rows } = await db.pool.query<{ abandoned: boolean; position: string }>('SELECT abandoned, position FROM checkpoints WHERE consumer_id = $1', ['abandon-1']);
+    const { rows } = await db.pool.query<{ abandoned: boolean; position: string }>(
+      'SELECT abandoned, position FROM checkpoints WHERE consumer_id = $1',
+      ['abandon-1'],
+    );
     expect(rows).toEqual([{ abandoned: true, position: '2' }]);
   });
 

@@ -27,14 +27,22 @@ import {
 } from '../../workflows/definitions.js';
 import type { TestDatabase } from '../support/db.js';
 import type { Resources } from '../support/leaks.js';
-import { createTestClient, sharedWorkflowBundlePath, temporalTarget, uniqueTaskQueue, waitForQuery } from '../support/temporal.js';
+import {
+  createTestClient,
+  sharedWorkflowBundlePath,
+  temporalTarget,
+  uniqueTaskQueue,
+  waitForQuery,
+} from '../support/temporal.js';
 
 /** Distinctive, so a search of every history and log line for it means something. */
 export const API_KEY = `wh-e2e-secret-${randomUUID()}`;
 
 export type ConsumerHandle = WorkflowHandleWithFirstExecutionRunId<typeof consumerWorkflow>;
 
-/** Every line the activities of a file's stacks logged (unredacted: the check that no key is logged means something). */
+/**
+ * Every line the activities of a file's stacks logged (unredacted: the check that no key is logged means something).
+ */
 export const recordedLogLines: string[] = [];
 
 /** Histories of every workflow a file started, for the replay test at its end. */
@@ -68,7 +76,12 @@ export interface ConsumerStack {
  * A test worker's environment (in-process through loadConfig, or a child process's env): the file's database,
  * the run's Temporal server, the stream and its key, with heartbeats and reconnects short enough for tests.
  */
-export function testWorkerEnv(target: { databaseUrl: string; taskQueue: string; streamUrl: string; apiKey: string }): Record<string, string> {
+export function testWorkerEnv(target: {
+  databaseUrl: string;
+  taskQueue: string;
+  streamUrl: string;
+  apiKey: string;
+}): Record<string, string> {
   return {
     DATABASE_URL: target.databaseUrl,
     TEMPORAL_ADDRESS: temporalTarget().address,
@@ -83,7 +96,10 @@ export function testWorkerEnv(target: { databaseUrl: string; taskQueue: string; 
 }
 
 /** The checkpoint row as saved (no lease epoch, so a later attempt leaves it equal when nothing was committed). */
-export async function savedCheckpoint(pool: pg.Pool, consumerId: string): Promise<{ position: number; token: string; version: number }> {
+export async function savedCheckpoint(
+  pool: pg.Pool,
+  consumerId: string,
+): Promise<{ position: number; token: string; version: number }> {
   const { rows } = await pool.query<{ position: string; token: string; version: number }>(
     'SELECT position, token, version FROM checkpoints WHERE consumer_id = $1',
     [consumerId],
@@ -92,14 +108,28 @@ export async function savedCheckpoint(pool: pg.Pool, consumerId: string): Promis
 }
 
 /** Runs `fn` with the stack up; always shuts the worker down and closes everything, then records histories. */
-export async function withConsumerStack<T>(res: Resources, db: TestDatabase, options: StackOptions, fn: (stack: ConsumerStack) => Promise<T>): Promise<T> {
+export async function withConsumerStack<T>(
+  res: Resources,
+  db: TestDatabase,
+  options: StackOptions,
+  fn: (stack: ConsumerStack) => Promise<T>,
+): Promise<T> {
   const server = res.track(
-    await ReferenceStreamServer.start({ journal: options.journal, apiKeys: [API_KEY], checkpointEvery: 2, ...options.server }),
+    await ReferenceStreamServer.start({
+      journal: options.journal,
+      apiKeys: [API_KEY],
+      checkpointEvery: 2,
+      ...options.server,
+    }),
     (s) => s.close(),
     'reference stream server',
   );
   const testClient = res.track(await createTestClient());
-  const connection = res.track(await NativeConnection.connect({ address: temporalTarget().address }), (c) => c.close(), 'worker connection');
+  const connection = res.track(
+    await NativeConnection.connect({ address: temporalTarget().address }),
+    (c) => c.close(),
+    'worker connection',
+  );
   const taskQueue = uniqueTaskQueue('consumer');
   const config = loadConfig({
     ...testWorkerEnv({ databaseUrl: db.url, taskQueue, streamUrl: server.url, apiKey: API_KEY }),
@@ -125,7 +155,9 @@ export async function withConsumerStack<T>(res: Resources, db: TestDatabase, opt
       workflowBundle: { codePath: sharedWorkflowBundlePath() },
       log,
       ...(options.store ? { store: options.store(realStore) } : {}),
-      ...(options.overrideActivities ? { overrideActivities: (activities: Activities) => options.overrideActivities!(activities, { config }) } : {}),
+      ...(options.overrideActivities
+        ? { overrideActivities: (activities: Activities) => options.overrideActivities!(activities, { config }) }
+        : {}),
       shutdownForceTimeMs: 20_000,
     });
   let worker = await newWorker();
@@ -148,7 +180,14 @@ export async function withConsumerStack<T>(res: Resources, db: TestDatabase, opt
             initialStart: 'from_floor',
             leaseMs: 4_000,
             ...input,
-            tuning: { heartbeatTimeoutMs: 5_000, maxActivityAttempts: 3, maxActivityRetryIntervalMs: 1_000, backoffInitialMs: 1_000, backoffMaxMs: 2_000, ...input.tuning },
+            tuning: {
+              heartbeatTimeoutMs: 5_000,
+              maxActivityAttempts: 3,
+              maxActivityRetryIntervalMs: 1_000,
+              backoffInitialMs: 1_000,
+              backoffMaxMs: 2_000,
+              ...input.tuning,
+            },
           },
         ],
         typedSearchAttributes: [
@@ -197,27 +236,43 @@ async function saveHistory(workflowId: string, history: temporal.api.history.v1.
   const dir = process.env.WHALEHUNT_RECORD_HISTORIES;
   if (!dir) return;
   await mkdir(dir, { recursive: true });
-  const plain = temporal.api.history.v1.History.toObject(temporal.api.history.v1.History.fromObject(history), { longs: Number, bytes: String });
+  const plain = temporal.api.history.v1.History.toObject(temporal.api.history.v1.History.fromObject(history), {
+    longs: Number,
+    bytes: String,
+  });
   await writeFile(join(dir, `${workflowId.replace(/[^\w.-]+/g, '_')}.json`), `${JSON.stringify(plain, null, 1)}\n`);
 }
 
 /** Waits until the consumer's status query matches. */
-export function waitForStatus(handle: WorkflowHandle<typeof consumerWorkflow>, description: string, predicate: (status: ConsumerStatus) => boolean, timeoutMs = 60_000): Promise<ConsumerStatus> {
+export function waitForStatus(
+  handle: WorkflowHandle<typeof consumerWorkflow>,
+  description: string,
+  predicate: (status: ConsumerStatus) => boolean,
+  timeoutMs = 60_000,
+): Promise<ConsumerStatus> {
   return waitForQuery(handle, statusQuery, predicate, { description, timeoutMs });
 }
 
-export function waitForPhase(handle: WorkflowHandle<typeof consumerWorkflow>, phase: ConsumerPhase, timeoutMs = 60_000): Promise<ConsumerStatus> {
+export function waitForPhase(
+  handle: WorkflowHandle<typeof consumerWorkflow>,
+  phase: ConsumerPhase,
+  timeoutMs = 60_000,
+): Promise<ConsumerStatus> {
   return waitForStatus(handle, `phase ${phase}`, (s) => s.phase === phase, timeoutMs);
 }
 
-/** The message of the failure an update was rejected with (its validator's or handler's error); throws if it was accepted. */
+/**
+ * The message of the failure an update was rejected with (its validator's or handler's error); throws if it was
+ * accepted.
+ */
 export async function updateRejection(update: Promise<unknown>): Promise<string> {
   const outcome = await update.then(
     () => null,
     (error: unknown) => error,
   );
   if (outcome === null) throw new Error('the update was accepted, expected a rejection');
-  if (!(outcome instanceof Error)) throw new Error('the update failed with something that is not an Error', { cause: outcome });
+  if (!(outcome instanceof Error))
+    throw new Error('the update failed with something that is not an Error', { cause: outcome });
   return outcome.cause instanceof Error ? outcome.cause.message : outcome.message;
 }
 
@@ -240,7 +295,13 @@ export async function within<T>(promise: Promise<T>, ms: number, description: st
 
 let observed = Date.parse('2026-03-01T00:00:00.000Z');
 
-export function trade(entityId: string, market: string, price: string, size: string, extra: Partial<NewEvent> = {}): NewEvent {
+export function trade(
+  entityId: string,
+  market: string,
+  price: string,
+  size: string,
+  extra: Partial<NewEvent> = {},
+): NewEvent {
   observed += 1_000;
   return {
     kind: 'trade',

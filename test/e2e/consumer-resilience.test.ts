@@ -72,14 +72,21 @@ describe('fencing and continue-as-new', () => {
               },
               hooks: { afterAck: () => void (zombieAcks += 1) },
             };
-            zombie = consumeStream(deps, input, { heartbeat: () => undefined, signal: new AbortController().signal }).catch((error: Error) => error);
+            zombie = consumeStream(deps, input, {
+              heartbeat: () => undefined,
+              signal: new AbortController().signal,
+            }).catch((error: Error) => error);
             return zombie.then((outcome) => (outcome instanceof Error ? Promise.reject(outcome) : outcome));
           },
         }),
       },
       async ({ server, startConsumer }) => {
         const handle = await startConsumer({ consumerId, tuning: { heartbeatTimeoutMs: 2_000 } });
-        await within(server.waitForAck((a) => a.consumerId === consumerId && a.position === 4), 60_000, 'the ACK of checkpoint 4 from the new attempt');
+        await within(
+          server.waitForAck((a) => a.consumerId === consumerId && a.position === 4),
+          60_000,
+          'the ACK of checkpoint 4 from the new attempt',
+        );
         const outcome = await within(zombie!, 30_000, 'the zombie attempt to end');
         expect(outcome).toBeInstanceOf(Error);
         expect((outcome as Error).name).toBe('LeaseLost');
@@ -91,7 +98,10 @@ describe('fencing and continue-as-new', () => {
         expect(status.phase).toBe('streaming');
       },
     );
-    const { rows } = await db.pool.query<{ entity_id: string }>('SELECT entity_id FROM executions WHERE consumer_id = $1 ORDER BY entity_id', [consumerId]);
+    const { rows } = await db.pool.query<{ entity_id: string }>(
+      'SELECT entity_id FROM executions WHERE consumer_id = $1 ORDER BY entity_id',
+      [consumerId],
+    );
     expect(rows.map((r) => r.entity_id)).toEqual(['z1', 'z2', 'z3', 'z4']);
   });
 
@@ -103,7 +113,9 @@ describe('fencing and continue-as-new', () => {
       const firstRunId = handle.firstExecutionRunId;
       track(client.workflow.getHandle(handle.workflowId, firstRunId));
       const latest = client.workflow.getHandle(handle.workflowId);
-      await waitFor(async () => (await latest.describe()).runId !== firstRunId, { description: 'a continued-as-new run' });
+      await waitFor(async () => (await latest.describe()).runId !== firstRunId, {
+        description: 'a continued-as-new run',
+      });
       const firstHistory = await client.workflow.getHandle(handle.workflowId, firstRunId).fetchHistory();
       expect(firstHistory.events?.at(-1)?.workflowExecutionContinuedAsNewEventAttributes).toBeTruthy();
 
@@ -111,7 +123,9 @@ describe('fencing and continue-as-new', () => {
       expect(status.committed?.position).toBe(4);
       expect(status.start).toEqual({ mode: 'resume' });
       expect(status.counters.checkpointsCommitted).toBeGreaterThanOrEqual(2);
-      expect(server.subscriptions.filter((s) => s.consumerId === consumerId && s.mode === 'from_floor')).toHaveLength(1);
+      expect(server.subscriptions.filter((s) => s.consumerId === consumerId && s.mode === 'from_floor')).toHaveLength(
+        1,
+      );
     });
   });
 
@@ -119,15 +133,25 @@ describe('fencing and continue-as-new', () => {
     const consumerId = 'backoff-1';
     const journal = journalOf([1, 2].map((i) => ({ events: [trade(`b${i}`, 'mA', '0.5', '2')] })));
     await withConsumerStack(res, db, { journal }, async ({ server, startConsumer }) => {
-      const handle = await startConsumer({ consumerId, leaseMs: 1_000, tuning: { maxActivityAttempts: 2, backoffInitialMs: 3_000 } });
-      await within(server.waitForSubscription((s) => s.consumerId === consumerId && s.mode === 'resume'), 60_000, 'the resumed session');
+      const handle = await startConsumer({
+        consumerId,
+        leaseMs: 1_000,
+        tuning: { maxActivityAttempts: 2, backoffInitialMs: 3_000 },
+      });
+      await within(
+        server.waitForSubscription((s) => s.consumerId === consumerId && s.mode === 'resume'),
+        60_000,
+        'the resumed session',
+      );
       // Every subscribe of the next lease's two attempts is refused: the activity's retries run out.
       server.faults.overloadSubscribes = { count: 2, retryAfterMs: 20 };
       const backingOff = await waitForPhase(handle, 'backoff');
       expect(backingOff.lastError).toMatch(/^StreamTransportError: overloaded/);
       expect(backingOff.committed?.position).toBe(2);
       const resumed = await within(
-        server.waitForSubscription((s) => s.consumerId === consumerId && s.mode === 'resume' && server.subscriptions.indexOf(s) > 1),
+        server.waitForSubscription(
+          (s) => s.consumerId === consumerId && s.mode === 'resume' && server.subscriptions.indexOf(s) > 1,
+        ),
         60_000,
         'the session after the backoff',
       );
@@ -141,8 +165,16 @@ describe('fencing and continue-as-new', () => {
     const journal = journalOf([1, 2, 3, 4].map((i) => ({ events: [trade(`d${i}`, 'mA', '0.5', '2')] })));
     await withConsumerStack(res, db, { journal }, async ({ server, startConsumer, restartWorker }) => {
       const handle = await startConsumer({ consumerId, leaseMs: 600_000 });
-      await within(server.waitForAck((a) => a.consumerId === consumerId && a.position === 4), 60_000, 'the ACK of checkpoint 4');
-      await within(server.waitForSubscription((s) => s.consumerId === consumerId && s.mode === 'resume'), 60_000, 'the long lease');
+      await within(
+        server.waitForAck((a) => a.consumerId === consumerId && a.position === 4),
+        60_000,
+        'the ACK of checkpoint 4',
+      );
+      await within(
+        server.waitForSubscription((s) => s.consumerId === consumerId && s.mode === 'resume'),
+        60_000,
+        'the long lease',
+      );
       await restartWorker(async () => {
         // The ten-minute lease did not hold the shutdown: it completed as `cancelled`, nothing uncommitted was ACKed.
         const history = await handle.fetchHistory();
@@ -153,7 +185,12 @@ describe('fencing and continue-as-new', () => {
         expect(Math.max(...server.acks.filter((a) => a.consumerId === consumerId).map((a) => a.position))).toBe(4);
       });
       const resumed = await within(
-        server.waitForSubscription((s) => s.consumerId === consumerId && s.mode === 'resume' && server.subscriptions.filter((x) => x.consumerId === consumerId).indexOf(s) > 1),
+        server.waitForSubscription(
+          (s) =>
+            s.consumerId === consumerId &&
+            s.mode === 'resume' &&
+            server.subscriptions.filter((x) => x.consumerId === consumerId).indexOf(s) > 1,
+        ),
         60_000,
         'the session of the new worker',
       );

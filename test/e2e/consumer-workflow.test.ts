@@ -25,8 +25,22 @@ import { updateRejection, waitForPhase, waitForStatus } from './consumer-harness
 
 type Step = ConsumeOutcome | Error;
 
-const counters = { sessions: 1, checkpointsCommitted: 1, eventsApplied: 1, duplicates: 0, acksSent: 1, lastHeadPosition: 10, lastCommitAt: null };
-const summary = (position: number, version = position): CheckpointSummary => ({ position, token: `tok-${position}`, generation: 1, version, filterHash: 'sha256:f' });
+const counters = {
+  sessions: 1,
+  checkpointsCommitted: 1,
+  eventsApplied: 1,
+  duplicates: 0,
+  acksSent: 1,
+  lastHeadPosition: 10,
+  lastCommitAt: null,
+};
+const summary = (position: number, version = position): CheckpointSummary => ({
+  position,
+  token: `tok-${position}`,
+  generation: 1,
+  version,
+  filterHash: 'sha256:f',
+});
 const view = (s: CheckpointSummary | null): CommittedView => ({
   summary: s ?? { position: null, token: null, generation: null, version: 0, filterHash: null },
   filter: s ? {} : null,
@@ -35,7 +49,10 @@ const view = (s: CheckpointSummary | null): CommittedView => ({
 });
 
 /** consumeStream plays `script`; past its end a lease idles (heartbeating) until it is cancelled. */
-function scriptedActivities(script: Step[], database: { committed: CheckpointSummary | null; unreachableReads?: number }) {
+function scriptedActivities(
+  script: Step[],
+  database: { committed: CheckpointSummary | null; unreachableReads?: number },
+) {
   const calls: ConsumeStreamInput[] = [];
   const decisions: string[] = [];
   let failNextDecision = false;
@@ -78,7 +95,14 @@ function scriptedActivities(script: Step[], database: { committed: CheckpointSum
 }
 
 function input(consumerId: string): ConsumerWorkflowInput {
-  return { consumerId, subscriptionId: 's', filter: {}, initialStart: 'from_floor', leaseMs: 60_000, tuning: { heartbeatTimeoutMs: 5_000, maxActivityAttempts: 1 } };
+  return {
+    consumerId,
+    subscriptionId: 's',
+    filter: {},
+    initialStart: 'from_floor',
+    leaseMs: 60_000,
+    tuning: { heartbeatTimeoutMs: 5_000, maxActivityAttempts: 1 },
+  };
 }
 
 describe('consumer workflow branches (scripted activities)', () => {
@@ -90,7 +114,11 @@ describe('consumer workflow branches (scripted activities)', () => {
     const { activities, calls } = scriptedActivities(
       [
         { kind: 'rebound', generation: 1, committed: summary(5), counters },
-        ApplicationFailure.create({ type: 'DatabaseBehind', message: 'database for consumer wf-1 is behind the workflow: version 2 < expected 5', nonRetryable: true }),
+        ApplicationFailure.create({
+          type: 'DatabaseBehind',
+          message: 'database for consumer wf-1 is behind the workflow: version 2 < expected 5',
+          nonRetryable: true,
+        }),
       ],
       database,
     );
@@ -121,7 +149,12 @@ describe('consumer workflow branches (scripted activities)', () => {
     const scripted = scriptedActivities(
       [
         { kind: 'rebound', generation: 1, committed: summary(3), counters },
-        { kind: 'cursor_mismatch', message: 'the resume token does not belong to this binding', committed: summary(3), counters },
+        {
+          kind: 'cursor_mismatch',
+          message: 'the resume token does not belong to this binding',
+          committed: summary(3),
+          counters,
+        },
       ],
       database,
     );
@@ -136,20 +169,32 @@ describe('consumer workflow branches (scripted activities)', () => {
 
       await handle.signal(resolveBindingSignal, { decision: 'retry', actor: '', reason: 'try again' });
       const ignored = await waitForStatus(handle, 'the ignored signal to be reported', (s) => s.lastError !== null);
-      expect(ignored.lastError).toBe('ignored resolveBinding signal: invalid binding resolution: actor: actor is required: who takes this decision');
+      expect(ignored.lastError).toBe(
+        'ignored resolveBinding signal: invalid binding resolution: actor: actor is required: who takes this decision',
+      );
       expect(ignored.phase).toBe('awaiting_binding_decision');
 
-      expect(await updateRejection(handle.executeUpdate(resolveGapUpdate, { args: [{ decision: 'from_floor', actor: 'ops', reason: 'x' }] }))).toBe(
-        'consumer wf-2 is awaiting_binding_decision, not awaiting_gap_decision: no gap decision to take now',
-      );
+      expect(
+        await updateRejection(
+          handle.executeUpdate(resolveGapUpdate, { args: [{ decision: 'from_floor', actor: 'ops', reason: 'x' }] }),
+        ),
+      ).toBe('consumer wf-2 is awaiting_binding_decision, not awaiting_gap_decision: no gap decision to take now');
 
       scripted.failNextDecision();
       expect(
-        await updateRejection(handle.executeUpdate(resolveBindingUpdate, { args: [{ decision: 'retry', actor: 'ops', reason: 'binding restored' }] })),
+        await updateRejection(
+          handle.executeUpdate(resolveBindingUpdate, {
+            args: [{ decision: 'retry', actor: 'ops', reason: 'binding restored' }],
+          }),
+        ),
       ).toBe('decision not recorded: the database is unreachable');
-      expect((await waitForPhase(handle, 'awaiting_binding_decision')).lastError).toBe('decision not recorded: the database is unreachable');
+      expect((await waitForPhase(handle, 'awaiting_binding_decision')).lastError).toBe(
+        'decision not recorded: the database is unreachable',
+      );
 
-      const after = await handle.executeUpdate(resolveBindingUpdate, { args: [{ decision: 'retry', actor: 'ops', reason: 'binding restored' }] });
+      const after = await handle.executeUpdate(resolveBindingUpdate, {
+        args: [{ decision: 'retry', actor: 'ops', reason: 'binding restored' }],
+      });
       expect(after.phase).toBe('streaming');
       expect(scripted.decisions).toEqual(['binding:retry']);
       // retry repeats the same start with the exact saved binding.
@@ -163,23 +208,43 @@ describe('consumer workflow branches (scripted activities)', () => {
   it('rebind update: an invalid filter is rejected before history; a valid one cancels the lease, rebinds and switches filter', async () => {
     const testClient = res.track(await createTestClient());
     const database = { committed: null as CheckpointSummary | null };
-    const scripted = scriptedActivities([{ kind: 'rebound', generation: 1, committed: summary(3), counters }], database);
+    const scripted = scriptedActivities(
+      [{ kind: 'rebound', generation: 1, committed: summary(3), counters }],
+      database,
+    );
     await withWorker({ activities: scripted.activities }, async ({ taskQueue }) => {
       const handle = await testClient.client.workflow.start<typeof consumerWorkflow>('consumerWorkflow', {
         taskQueue,
         workflowId: consumerWorkflowId('wf-3'),
         args: [input('wf-3')],
       });
-      await waitForStatus(handle, 'the idle resumed lease', (s) => s.committed?.position === 3 && scripted.calls.length === 2);
+      await waitForStatus(
+        handle,
+        'the idle resumed lease',
+        (s) => s.committed?.position === 3 && scripted.calls.length === 2,
+      );
 
       expect(
-        await updateRejection(handle.executeUpdate(rebindUpdate, { args: [{ filter: { minNotional: 'lots' }, requestedBy: 'ops' }] })),
+        await updateRejection(
+          handle.executeUpdate(rebindUpdate, { args: [{ filter: { minNotional: 'lots' }, requestedBy: 'ops' }] }),
+        ),
       ).toMatch(/^invalid rebind request: filter.minNotional/);
 
-      scripted.script.push({ kind: 'rebound', generation: 2, committed: { ...summary(3, 4), generation: 2 }, counters });
-      const accepted = await handle.executeUpdate(rebindUpdate, { args: [{ filter: { kinds: ['trade'] }, requestedBy: 'ops' }] });
+      scripted.script.push({
+        kind: 'rebound',
+        generation: 2,
+        committed: { ...summary(3, 4), generation: 2 },
+        counters,
+      });
+      const accepted = await handle.executeUpdate(rebindUpdate, {
+        args: [{ filter: { kinds: ['trade'] }, requestedBy: 'ops' }],
+      });
       expect(accepted.pendingRebind).toEqual({ filter: { kinds: ['trade'] }, requestedBy: 'ops' });
-      const rebound = await waitForStatus(handle, 'generation 2', (s) => s.committed?.generation === 2 && s.phase === 'streaming');
+      const rebound = await waitForStatus(
+        handle,
+        'generation 2',
+        (s) => s.committed?.generation === 2 && s.phase === 'streaming',
+      );
       expect(rebound.filter).toEqual({ kinds: ['trade'] });
       expect(rebound.pendingRebind).toBeNull();
       expect(scripted.calls[2]!.start).toEqual({ mode: 'rebind', filter: { kinds: ['trade'] } });
@@ -223,7 +288,9 @@ describe('consumer workflow branches (scripted activities)', () => {
           (error: unknown) => error,
         );
       expect(failure).toBeInstanceOf(WorkflowFailedError);
-      expect((failure as WorkflowFailedError).cause?.message).toMatch(/^invalid rebind request: filter: Unrecognized key: "market"/);
+      expect((failure as WorkflowFailedError).cause?.message).toMatch(
+        /^invalid rebind request: filter: Unrecognized key: "market"/,
+      );
     });
     await res.close(testClient);
   });

@@ -16,7 +16,12 @@ import { addDecimal, compareDecimal, formatDecimal, notional, parseDecimal } fro
 import { Journal } from '../../simulator/journal.js';
 import { ReferenceStreamServer } from '../../simulator/server.js';
 import type { consumerWorkflow } from '../../workflows/index.js';
-import { consumerIdSearchAttribute, consumerWorkflowId, phaseSearchAttribute, statusQuery } from '../../workflows/definitions.js';
+import {
+  consumerIdSearchAttribute,
+  consumerWorkflowId,
+  phaseSearchAttribute,
+  statusQuery,
+} from '../../workflows/definitions.js';
 import { foldExecutions, savedEffects } from '../db/consume-stream-support.js';
 import { useTestDatabase } from '../support/db.js';
 import { stopChildProcess, useResources } from '../support/leaks.js';
@@ -62,7 +67,9 @@ function isJsonObject(line: string): boolean {
 
 const WHALE_MIN = '250';
 
-/** The whale alerts a plain fold of the journal raises: one per applied trade or correction at or above the threshold. */
+/**
+ * The whale alerts a plain fold of the journal raises: one per applied trade or correction at or above the threshold.
+ */
 function expectedAlertKeys(journal: Journal): string[] {
   const latest = new Map<string, number>();
   const keys: string[] = [];
@@ -73,7 +80,8 @@ function expectedAlertKeys(journal: Journal): string[] {
       if (!applies) continue;
       latest.set(event.entityId, event.revision);
       const data = event.data as { price: string; size: string };
-      if (compareDecimal(parseDecimal(notional(data.price, data.size)), parseDecimal(WHALE_MIN)) >= 0) keys.push(`whale_alert:${event.eventId}`);
+      if (compareDecimal(parseDecimal(notional(data.price, data.size)), parseDecimal(WHALE_MIN)) >= 0)
+        keys.push(`whale_alert:${event.eventId}`);
     }
   }
   return keys.sort();
@@ -105,118 +113,142 @@ const CUT_POINTS = [
 describe('kill -9 of the worker process at each cut point', () => {
   const res = useResources();
 
-  it.each(CUT_POINTS)('$point at $at: exactly-once effects and a resume from the committed token', async ({ point, at }) => {
-    const consumerId = `kill-${point}`;
-    const journal = Journal.generate({ seed: 4242, transitions: 60 });
-    const server = res.track(await ReferenceStreamServer.start({ journal, apiKeys: [API_KEY], checkpointEvery: 5 }), (s) => s.close(), 'reference stream');
-    const testClient = res.track(await createTestClient());
-    const taskQueue = uniqueTaskQueue('kill');
-    const env = {
-      ...testWorkerEnv({ databaseUrl: db.url, taskQueue, streamUrl: server.url, apiKey: API_KEY }),
-      WORKFLOW_BUNDLE_PATH: sharedWorkflowBundlePath(),
-      LOG_LEVEL: 'INFO',
-      WHALE_ALERT_MIN_NOTIONAL: WHALE_MIN,
-    };
-    // Only the surviving worker gets a webhook: its dispatcher sends the alerts both workers' commits wrote.
-    const webhook = await startWebhook();
-    res.track(webhook.server);
+  it.each(CUT_POINTS)(
+    '$point at $at: exactly-once effects and a resume from the committed token',
+    async ({ point, at }) => {
+      const consumerId = `kill-${point}`;
+      const journal = Journal.generate({ seed: 4242, transitions: 60 });
+      const server = res.track(
+        await ReferenceStreamServer.start({ journal, apiKeys: [API_KEY], checkpointEvery: 5 }),
+        (s) => s.close(),
+        'reference stream',
+      );
+      const testClient = res.track(await createTestClient());
+      const taskQueue = uniqueTaskQueue('kill');
+      const env = {
+        ...testWorkerEnv({ databaseUrl: db.url, taskQueue, streamUrl: server.url, apiKey: API_KEY }),
+        WORKFLOW_BUNDLE_PATH: sharedWorkflowBundlePath(),
+        LOG_LEVEL: 'INFO',
+        WHALE_ALERT_MIN_NOTIONAL: WHALE_MIN,
+      };
+      // Only the surviving worker gets a webhook: its dispatcher sends the alerts both workers' commits wrote.
+      const webhook = await startWebhook();
+      res.track(webhook.server);
 
-    const doomed = spawnWorker({ ...env, WHALEHUNT_TEST_CRASH_AT: `${point}:${at}` });
-    res.track(doomed.child, (c) => stopChildProcess(c), 'worker process (crashing)');
-    const handle = await testClient.client.workflow.start<typeof consumerWorkflow>('consumerWorkflow', {
-      taskQueue,
-      workflowId: consumerWorkflowId(`${consumerId}-${randomUUID()}`),
-      args: [
+      const doomed = spawnWorker({ ...env, WHALEHUNT_TEST_CRASH_AT: `${point}:${at}` });
+      res.track(doomed.child, (c) => stopChildProcess(c), 'worker process (crashing)');
+      const handle = await testClient.client.workflow.start<typeof consumerWorkflow>('consumerWorkflow', {
+        taskQueue,
+        workflowId: consumerWorkflowId(`${consumerId}-${randomUUID()}`),
+        args: [
+          {
+            consumerId,
+            subscriptionId: 'sub-kill',
+            filter: {},
+            initialStart: 'from_floor',
+            leaseMs: 3_000,
+            // The killed attempt is noticed by its missing heartbeat; keep that short.
+            tuning: { heartbeatTimeoutMs: 2_000, maxActivityAttempts: 20, maxActivityRetryIntervalMs: 1_000 },
+          },
+        ],
+        typedSearchAttributes: [
+          { key: consumerIdSearchAttribute, value: consumerId },
+          { key: phaseSearchAttribute, value: 'streaming' },
+        ],
+      });
+
+      const crash = await waitFor(
+        () => Promise.race([doomed.exited, new Promise<false>((r) => setTimeout(() => r(false), 200))]),
         {
-          consumerId,
-          subscriptionId: 'sub-kill',
-          filter: {},
-          initialStart: 'from_floor',
-          leaseMs: 3_000,
-          // The killed attempt is noticed by its missing heartbeat; keep that short.
-          tuning: { heartbeatTimeoutMs: 2_000, maxActivityAttempts: 20, maxActivityRetryIntervalMs: 1_000 },
+          description: `the worker to crash at ${point}:${at}`,
+          timeoutMs: 60_000,
         },
-      ],
-      typedSearchAttributes: [
-        { key: consumerIdSearchAttribute, value: consumerId },
-        { key: phaseSearchAttribute, value: 'streaming' },
-      ],
-    });
+      ).catch((error: Error) => {
+        throw new Error(
+          `${error.message}\nworker stdout:\n${doomed.lines.slice(-15).join('\n')}\nstderr:\n${doomed.stderr.join('\n')}`,
+        );
+      });
+      await res.close(doomed.child);
+      expect(crash, `worker stderr: ${doomed.stderr.join('\n')}`).toEqual({ code: null, signal: 'SIGKILL' });
 
-    const crash = await waitFor(() => Promise.race([doomed.exited, new Promise<false>((r) => setTimeout(() => r(false), 200))]), {
-      description: `the worker to crash at ${point}:${at}`,
-      timeoutMs: 60_000,
-    }).catch((error: Error) => {
-      throw new Error(`${error.message}\nworker stdout:\n${doomed.lines.slice(-15).join('\n')}\nstderr:\n${doomed.stderr.join('\n')}`);
-    });
-    await res.close(doomed.child);
-    expect(crash, `worker stderr: ${doomed.stderr.join('\n')}`).toEqual({ code: null, signal: 'SIGKILL' });
+      const committedAtCrash = await loadCommitted(db.pool, consumerId);
+      const crashPosition = committedAtCrash?.position ?? null;
+      const acksBeforeRestart = server.acks.filter((a) => a.consumerId === consumerId).map((a) => a.position);
+      const subscriptionsBeforeRestart = server.subscriptions.length;
+      if (point === 'afterStage') {
+        // The staged batch at `at` was never committed.
+        expect(crashPosition).toBeLessThan(at);
+        expect(acksBeforeRestart.every((p) => p < at)).toBe(true);
+      } else {
+        expect(crashPosition).toBeGreaterThanOrEqual(at);
+        const crashedAt = crashPosition!;
+        if (point === 'afterCommit') expect(acksBeforeRestart).not.toContain(crashedAt);
+        else expect(acksBeforeRestart).toContain(crashedAt);
+      }
 
-    const committedAtCrash = await loadCommitted(db.pool, consumerId);
-    const crashPosition = committedAtCrash?.position ?? null;
-    const acksBeforeRestart = server.acks.filter((a) => a.consumerId === consumerId).map((a) => a.position);
-    const subscriptionsBeforeRestart = server.subscriptions.length;
-    if (point === 'afterStage') {
-      // The staged batch at `at` was never committed.
-      expect(crashPosition).toBeLessThan(at);
-      expect(acksBeforeRestart.every((p) => p < at)).toBe(true);
-    } else {
-      expect(crashPosition).toBeGreaterThanOrEqual(at);
-      const crashedAt = crashPosition!;
-      if (point === 'afterCommit') expect(acksBeforeRestart).not.toContain(crashedAt);
-      else expect(acksBeforeRestart).toContain(crashedAt);
-    }
+      const survivor = spawnWorker({ ...env, WHALE_ALERT_WEBHOOK_URL: webhook.url });
+      res.track(survivor.child, (c) => stopChildProcess(c), 'worker process');
+      // The new attempt resumes from exactly the committed checkpoint, whatever the server last saw ACKed.
+      const resumed = await waitFor(
+        () =>
+          Promise.resolve(
+            server.subscriptions.slice(subscriptionsBeforeRestart).find((s) => s.consumerId === consumerId),
+          ),
+        { description: 'the resumed subscription', timeoutMs: 60_000 },
+      );
+      expect(resumed.mode).toBe('resume');
+      expect(resumed.startPosition).toBe(crashPosition);
 
-    const survivor = spawnWorker({ ...env, WHALE_ALERT_WEBHOOK_URL: webhook.url });
-    res.track(survivor.child, (c) => stopChildProcess(c), 'worker process');
-    // The new attempt resumes from exactly the committed checkpoint, whatever the server last saw ACKed.
-    const resumed = await waitFor(
-      () => Promise.resolve(server.subscriptions.slice(subscriptionsBeforeRestart).find((s) => s.consumerId === consumerId)),
-      { description: 'the resumed subscription', timeoutMs: 60_000 },
-    );
-    expect(resumed.mode).toBe('resume');
-    expect(resumed.startPosition).toBe(crashPosition);
+      await waitFor(async () => (await loadCommitted(db.pool, consumerId))?.position === journal.head, {
+        description: `the consumer to commit the head ${journal.head}`,
+        timeoutMs: 60_000,
+      });
+      const expected = foldExecutions(journal);
+      const saved = await savedEffects(db.pool, consumerId);
+      expect(saved.executions).toEqual(expected);
+      expect(saved.receiptIds).toHaveLength(new Set(saved.receiptIds).size);
+      const summary = await consumerSummary(db.pool, consumerId);
+      expect(summary?.executions).toBe(expected.length);
+      expect(summary?.totalVolume).toBe(totalNotional(expected));
 
-    await waitFor(async () => (await loadCommitted(db.pool, consumerId))?.position === journal.head, {
-      description: `the consumer to commit the head ${journal.head}`,
-      timeoutMs: 60_000,
-    });
-    const expected = foldExecutions(journal);
-    const saved = await savedEffects(db.pool, consumerId);
-    expect(saved.executions).toEqual(expected);
-    expect(saved.receiptIds).toHaveLength(new Set(saved.receiptIds).size);
-    const summary = await consumerSummary(db.pool, consumerId);
-    expect(summary?.executions).toBe(expected.length);
-    expect(summary?.totalVolume).toBe(totalNotional(expected));
+      const alertKeys = expectedAlertKeys(journal);
+      expect(alertKeys.length).toBeGreaterThan(0);
+      await waitFor(() => Promise.resolve(webhook.keys.length >= alertKeys.length), {
+        description: `${alertKeys.length} whale alerts`,
+        timeoutMs: 30_000,
+      });
+      expect([...webhook.keys].sort()).toEqual(alertKeys);
 
-    const alertKeys = expectedAlertKeys(journal);
-    expect(alertKeys.length).toBeGreaterThan(0);
-    await waitFor(() => Promise.resolve(webhook.keys.length >= alertKeys.length), { description: `${alertKeys.length} whale alerts`, timeoutMs: 30_000 });
-    expect([...webhook.keys].sort()).toEqual(alertKeys);
+      // The lease loop goes on normally: further leases end and start again, no stop, no error.
+      // (Counted in the history: a query now would first wait out the dead worker's sticky queue.)
+      const completedLeases = async () =>
+        (await handle.fetchHistory()).events?.filter((e) => e.activityTaskCompletedEventAttributes).length ?? 0;
+      const before = await completedLeases();
+      await waitFor(async () => (await completedLeases()) >= before + 2, {
+        description: 'two more leases to complete',
+        timeoutMs: 30_000,
+      });
+      const later = await handle.query(statusQuery);
+      expect(later.phase).toBe('streaming');
+      expect(later.stop).toBeNull();
+      await handle.terminate('test finished');
 
-    // The lease loop goes on normally: further leases end and start again, no stop, no error.
-    // (Counted in the history: a query now would first wait out the dead worker's sticky queue.)
-    const completedLeases = async () => (await handle.fetchHistory()).events?.filter((e) => e.activityTaskCompletedEventAttributes).length ?? 0;
-    const before = await completedLeases();
-    await waitFor(async () => (await completedLeases()) >= before + 2, { description: 'two more leases to complete', timeoutMs: 30_000 });
-    const later = await handle.query(statusQuery);
-    expect(later.phase).toBe('streaming');
-    expect(later.stop).toBeNull();
-    await handle.terminate('test finished');
+      // SIGTERM: a graceful shutdown exits 0.
+      survivor.child.kill('SIGTERM');
+      expect(await survivor.exited).toEqual({ code: 0, signal: null });
+      await res.close(survivor.child);
+      await res.close(testClient);
+      await res.close(server);
+      await res.close(webhook.server);
+      // Nothing sent twice, also after the worker's shutdown.
+      expect([...webhook.keys].sort()).toEqual(alertKeys);
 
-    // SIGTERM: a graceful shutdown exits 0.
-    survivor.child.kill('SIGTERM');
-    expect(await survivor.exited).toEqual({ code: 0, signal: null });
-    await res.close(survivor.child);
-    await res.close(testClient);
-    await res.close(server);
-    await res.close(webhook.server);
-    // Nothing sent twice, also after the worker's shutdown.
-    expect([...webhook.keys].sort()).toEqual(alertKeys);
-
-    // Structured logs only, and never the key.
-    expect([...doomed.lines, ...survivor.lines].filter((line) => !isJsonObject(line))).toEqual([]);
-    expect([...doomed.lines, ...survivor.lines, ...doomed.stderr, ...survivor.stderr].filter((l) => l.includes(API_KEY))).toEqual([]);
-    expect(survivor.lines.some((l) => l.includes('"worker stopped"'))).toBe(true);
-  });
+      // Structured logs only, and never the key.
+      expect([...doomed.lines, ...survivor.lines].filter((line) => !isJsonObject(line))).toEqual([]);
+      expect(
+        [...doomed.lines, ...survivor.lines, ...doomed.stderr, ...survivor.stderr].filter((l) => l.includes(API_KEY)),
+      ).toEqual([]);
+      expect(survivor.lines.some((l) => l.includes('"worker stopped"'))).toBe(true);
+    },
+  );
 });

@@ -14,7 +14,14 @@ import { waitFor } from '../support/temporal.js';
 import { journalOf, trade, waitForPhase, withConsumerStack, within } from './consumer-harness.js';
 
 const db = useTestDatabase();
-const silent = { log: () => undefined, trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
+const silent = {
+  log: () => undefined,
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: () => undefined,
+};
 
 interface Received {
   key: string | undefined;
@@ -22,14 +29,19 @@ interface Received {
 }
 
 /** A webhook receiver that records every call and answers `statusFor(call)` (200 by default). */
-async function startWebhook(statusFor: (call: Received, nth: number) => number = () => 200): Promise<{ server: Server; url: string; calls: Received[] }> {
+async function startWebhook(
+  statusFor: (call: Received, nth: number) => number = () => 200,
+): Promise<{ server: Server; url: string; calls: Received[] }> {
   const calls: Received[] = [];
   const server = createServer((req: IncomingMessage, res) => {
     let text = '';
     req.setEncoding('utf8');
     req.on('data', (chunk: string) => (text += chunk));
     req.on('end', () => {
-      const call: Received = { key: req.headers['idempotency-key'] as string | undefined, body: JSON.parse(text) as WebhookBody };
+      const call: Received = {
+        key: req.headers['idempotency-key'] as string | undefined,
+        body: JSON.parse(text) as WebhookBody,
+      };
       calls.push(call);
       res.writeHead(statusFor(call, calls.filter((c) => c.key === call.key).length)).end();
     });
@@ -39,7 +51,12 @@ async function startWebhook(statusFor: (call: Received, nth: number) => number =
 }
 
 async function outboxRows(consumerId: string) {
-  const { rows } = await db.pool.query<{ idempotency_key: string; status: string; attempts: number; last_error: string | null }>(
+  const { rows } = await db.pool.query<{
+    idempotency_key: string;
+    status: string;
+    attempts: number;
+    last_error: string | null;
+  }>(
     'SELECT idempotency_key, status, attempts, last_error FROM outbox WHERE consumer_id = $1 ORDER BY idempotency_key',
     [consumerId],
   );
@@ -47,7 +64,12 @@ async function outboxRows(consumerId: string) {
 }
 
 // 0.5*2 = 1, 0.5*4 = 2 and 0.9*10 = 9 reach the 1 USD threshold; 0.1*2 = 0.2 does not.
-const TRADES = [trade('w1', 'mA', '0.5', '2'), trade('w2', 'mA', '0.5', '4'), trade('w3', 'mB', '0.1', '2'), trade('w4', 'mB', '0.9', '10')];
+const TRADES = [
+  trade('w1', 'mA', '0.5', '2'),
+  trade('w2', 'mA', '0.5', '4'),
+  trade('w3', 'mB', '0.1', '2'),
+  trade('w4', 'mB', '0.9', '10'),
+];
 
 describe('outbox dispatcher', () => {
   const res = useResources();
@@ -57,31 +79,55 @@ describe('outbox dispatcher', () => {
     const journal = journalOf(TRADES.map((event) => ({ events: [event] })));
     const webhook = await startWebhook();
     res.track(webhook.server);
-    await withConsumerStack(res, db, { journal, env: { WHALE_ALERT_MIN_NOTIONAL: '1' } }, async ({ server, startConsumer }) => {
-      const handle = await startConsumer({ consumerId });
-      await within(server.waitForAck((a) => a.consumerId === consumerId && a.position === 4), 60_000, 'the ACK of checkpoint 4');
+    await withConsumerStack(
+      res,
+      db,
+      { journal, env: { WHALE_ALERT_MIN_NOTIONAL: '1' } },
+      async ({ server, startConsumer }) => {
+        const handle = await startConsumer({ consumerId });
+        await within(
+          server.waitForAck((a) => a.consumerId === consumerId && a.position === 4),
+          60_000,
+          'the ACK of checkpoint 4',
+        );
 
-      const first = new OutboxDispatcher({ pool: db.pool, webhookUrl: webhook.url, log: silent, idleMs: 50 });
-      first.start();
-      await waitFor(() => Promise.resolve(webhook.calls.length >= 3), { description: 'three alerts', timeoutMs: 30_000 });
-      await first.stop();
-      const keys = webhook.calls.map((c) => c.key).sort();
-      const eventIds = webhook.calls.map((c) => c.body.eventId).sort();
-      expect(keys).toEqual(eventIds.map((id) => `whale_alert:${id}`));
-      expect(webhook.calls.map((c) => c.body.payload.entityId).sort()).toEqual(['w1', 'w2', 'w4']);
-      expect(webhook.calls.every((c) => c.body.consumerId === consumerId && c.body.action === 'whale_alert' && c.key === c.body.idempotencyKey)).toBe(true);
-      expect((await outboxRows(consumerId)).map((r) => r.status)).toEqual(['done', 'done', 'done']);
+        const first = new OutboxDispatcher({ pool: db.pool, webhookUrl: webhook.url, log: silent, idleMs: 50 });
+        first.start();
+        await waitFor(() => Promise.resolve(webhook.calls.length >= 3), {
+          description: 'three alerts',
+          timeoutMs: 30_000,
+        });
+        await first.stop();
+        const keys = webhook.calls.map((c) => c.key).sort();
+        const eventIds = webhook.calls.map((c) => c.body.eventId).sort();
+        expect(keys).toEqual(eventIds.map((id) => `whale_alert:${id}`));
+        expect(webhook.calls.map((c) => c.body.payload.entityId).sort()).toEqual(['w1', 'w2', 'w4']);
+        expect(
+          webhook.calls.every(
+            (c) =>
+              c.body.consumerId === consumerId && c.body.action === 'whale_alert' && c.key === c.body.idempotencyKey,
+          ),
+        ).toBe(true);
+        expect((await outboxRows(consumerId)).map((r) => r.status)).toEqual(['done', 'done', 'done']);
 
-      // The provider rebuilds its journal; from_floor redelivers every event, committed again as duplicates.
-      journal.rebuildHistory();
-      await waitForPhase(handle, 'awaiting_gap_decision');
-      await handle.executeUpdate(resolveGapUpdate, { args: [{ decision: 'from_floor', actor: 'ops', reason: 'journal rebuilt' }] });
-      await within(
-        server.waitForAck((a) => a.consumerId === consumerId && a.position === 4 && server.subscriptions.filter((s) => s.consumerId === consumerId && s.mode === 'from_floor').length === 2),
-        60_000,
-        'the ACK of checkpoint 4 in the rebuilt history',
-      );
-    });
+        // The provider rebuilds its journal; from_floor redelivers every event, committed again as duplicates.
+        journal.rebuildHistory();
+        await waitForPhase(handle, 'awaiting_gap_decision');
+        await handle.executeUpdate(resolveGapUpdate, {
+          args: [{ decision: 'from_floor', actor: 'ops', reason: 'journal rebuilt' }],
+        });
+        await within(
+          server.waitForAck(
+            (a) =>
+              a.consumerId === consumerId &&
+              a.position === 4 &&
+              server.subscriptions.filter((s) => s.consumerId === consumerId && s.mode === 'from_floor').length === 2,
+          ),
+          60_000,
+          'the ACK of checkpoint 4 in the rebuilt history',
+        );
+      },
+    );
 
     // A restarted dispatcher finds nothing due: no call is repeated, no row was added.
     const restarted = new OutboxDispatcher({ pool: db.pool, webhookUrl: webhook.url, log: silent });
@@ -101,24 +147,47 @@ describe('outbox dispatcher', () => {
       return 200;
     });
     res.track(webhook.server);
-    await withConsumerStack(res, db, { journal, env: { WHALE_ALERT_MIN_NOTIONAL: '1' } }, async ({ server, startConsumer }) => {
-      await startConsumer({ consumerId });
-      await within(server.waitForAck((a) => a.consumerId === consumerId && a.position === 4), 60_000, 'the ACK of checkpoint 4');
-    });
+    await withConsumerStack(
+      res,
+      db,
+      { journal, env: { WHALE_ALERT_MIN_NOTIONAL: '1' } },
+      async ({ server, startConsumer }) => {
+        await startConsumer({ consumerId });
+        await within(
+          server.waitForAck((a) => a.consumerId === consumerId && a.position === 4),
+          60_000,
+          'the ACK of checkpoint 4',
+        );
+      },
+    );
 
     const dispatcher = new OutboxDispatcher({ pool: db.pool, webhookUrl: webhook.url, log: silent, maxAttempts: 5 });
     expect(await dispatcher.dispatchOnce()).toEqual({ claimed: 3, sent: 1, failed: 2 });
     const afterFirst = await outboxRows(consumerId);
-    const byEntity = (entity: string) => afterFirst.find((r) => webhook.calls.some((c) => c.key === r.idempotency_key && c.body.payload.entityId === entity))!;
-    expect(byEntity('w1')).toMatchObject({ status: 'pending', attempts: 1, last_error: expect.stringMatching(/HTTP 503/) as unknown });
-    expect(byEntity('w2')).toMatchObject({ status: 'dead', attempts: 1, last_error: expect.stringMatching(/HTTP 400/) as unknown });
+    const byEntity = (entity: string) =>
+      afterFirst.find((r) =>
+        webhook.calls.some((c) => c.key === r.idempotency_key && c.body.payload.entityId === entity),
+      )!;
+    expect(byEntity('w1')).toMatchObject({
+      status: 'pending',
+      attempts: 1,
+      last_error: expect.stringMatching(/HTTP 503/) as unknown,
+    });
+    expect(byEntity('w2')).toMatchObject({
+      status: 'dead',
+      attempts: 1,
+      last_error: expect.stringMatching(/HTTP 400/) as unknown,
+    });
     expect(byEntity('w4')).toMatchObject({ status: 'done' });
     // The error names the receiver by origin only: webhook paths often carry a secret.
     expect(byEntity('w1').last_error).not.toContain('/alerts');
 
-    // Backing off: nothing is due yet. Once the backoff has passed (moved here instead of waited for), the retry carries the same key.
+    // Backing off: nothing is due yet. Once the backoff has passed (moved here instead of waited for), the retry
+    // carries the same key.
     expect(await dispatcher.dispatchOnce()).toEqual({ claimed: 0, sent: 0, failed: 0 });
-    await db.pool.query(`UPDATE outbox SET available_at = now() WHERE consumer_id = $1 AND status = 'pending'`, [consumerId]);
+    await db.pool.query(`UPDATE outbox SET available_at = now() WHERE consumer_id = $1 AND status = 'pending'`, [
+      consumerId,
+    ]);
     expect(await dispatcher.dispatchOnce()).toEqual({ claimed: 1, sent: 1, failed: 0 });
     const w1Calls = webhook.calls.filter((c) => c.body.payload.entityId === 'w1');
     expect(w1Calls).toHaveLength(2);

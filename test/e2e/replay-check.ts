@@ -10,7 +10,10 @@ export async function expectReplayable(): Promise<void> {
   expect(recordedHistories.length).toBeGreaterThan(0);
   const histories = recordedHistories.map(({ workflowId, history }) => ({ workflowId, history }));
   const failures: string[] = [];
-  for await (const result of Worker.runReplayHistories({ workflowBundle: { codePath: sharedWorkflowBundlePath() } }, histories)) {
+  for await (const result of Worker.runReplayHistories(
+    { workflowBundle: { codePath: sharedWorkflowBundlePath() } },
+    histories,
+  )) {
     if (result.error) failures.push(`${result.workflowId}: ${result.error.message}`);
   }
   expect(failures).toEqual([]);

@@ -29,10 +29,10 @@ describe('Temporal dev server + Postgres', () => {
     const testClient = res.track(await createTestClient());
     const activities: SmokeActivities = {
       async notionalInPostgres(price, size) {
-        const { rows } = await pool.query<{ notional: string }>('SELECT ($1::numeric * $2::numeric)::text AS notional', [
-          price,
-          size,
-        ]);
+        const { rows } = await pool.query<{ notional: string }>(
+          'SELECT ($1::numeric * $2::numeric)::text AS notional',
+          [price, size],
+        );
         return rows[0]!.notional;
       },
     };
@@ -54,7 +54,11 @@ describe('Temporal dev server + Postgres', () => {
     // Exact decimal arithmetic: binary floating point would give 570.0569999999999.
     expect(notional).toBe('570.0570');
 
-    await waitForVisibility(testClient.client, `WhalehuntConsumerId = "${consumerId}" AND WhalehuntPhase = "streaming"`, 1);
+    await waitForVisibility(
+      testClient.client,
+      `WhalehuntConsumerId = "${consumerId}" AND WhalehuntPhase = "streaming"`,
+      1,
+    );
 
     await res.close(testClient);
     await res.close(pool);

@@ -10,7 +10,9 @@ import { API_KEY, ofType, replayFrames, subscribe, useHarness } from './harness.
 
 const h = useHarness();
 
-function journalEvents(filter: (e: JournalEvent) => boolean = () => true): Array<{ position: number; eventId: string }> {
+function journalEvents(
+  filter: (e: JournalEvent) => boolean = () => true,
+): Array<{ position: number; eventId: string }> {
   const out: Array<{ position: number; eventId: string }> = [];
   for (const t of h.server.journal.range(0, h.server.journal.head)) {
     for (const e of t.events) if (filter(e)) out.push({ position: t.position, eventId: e.eventId });
@@ -27,7 +29,12 @@ describe('handshake', () => {
     const server = await h.start();
     const client = await h.connect();
     const { hello, authenticated } = await client.authenticate(API_KEY);
-    expect(hello).toMatchObject({ frameSequence: 1, protocol: PROTOCOL_NAME, stream: 'polymarket', history: server.journal.history });
+    expect(hello).toMatchObject({
+      frameSequence: 1,
+      protocol: PROTOCOL_NAME,
+      stream: 'polymarket',
+      history: server.journal.history,
+    });
     expect(hello.history).toEqual({ id: 'hist-7', floor: 1, head: 45 });
     expect(authenticated.frameSequence).toBe(2);
     expect(authenticated.principal).not.toContain(API_KEY);
@@ -74,7 +81,12 @@ describe('from_floor replay', () => {
 
     for (const batch of ofType(frames, 'batch')) {
       const t = journal.transitionAt(batch.position)!;
-      expect(batch).toMatchObject({ generation: 1, deliveryMode: 'replay', sourceEventCount: t.events.length, matchedEventCount: batch.events.length });
+      expect(batch).toMatchObject({
+        generation: 1,
+        deliveryMode: 'replay',
+        sourceEventCount: t.events.length,
+        matchedEventCount: batch.events.length,
+      });
       expect(batch.events).toEqual(t.events);
     }
     const checkpoints = ofType(frames, 'checkpoint');
@@ -96,13 +108,21 @@ describe('from_floor replay', () => {
     const server = await h.start();
     const { client, subscribed } = await subscribe(h, { start: { mode: 'from_floor' } });
     const frames = await replayFrames(client);
-    const expected = [...server.journal.range(0, 45)].flatMap((t) => t.quality.map((q) => ({ position: t.position, ...q })));
+    const expected = [...server.journal.range(0, 45)].flatMap((t) =>
+      t.quality.map((q) => ({ position: t.position, ...q })),
+    );
     expect(expected.length).toBeGreaterThan(0);
-    expect(ofType(frames, 'quality').map((q) => ({ position: q.position, scope: q.scope, state: q.state }))).toEqual(expected);
+    expect(ofType(frames, 'quality').map((q) => ({ position: q.position, scope: q.scope, state: q.state }))).toEqual(
+      expected,
+    );
     const last = new Map(expected.map((q) => [q.scope, q]));
     for (const scope of subscribed.sourceQuality.scopes) {
       const notice = last.get(scope.scope);
-      expect(scope).toEqual(notice ? { scope: scope.scope, state: notice.state, lastPosition: notice.position } : { scope: scope.scope, state: 'ok', lastPosition: 0 });
+      expect(scope).toEqual(
+        notice
+          ? { scope: scope.scope, state: notice.state, lastPosition: notice.position }
+          : { scope: scope.scope, state: 'ok', lastPosition: 0 },
+      );
     }
   });
 
@@ -110,9 +130,22 @@ describe('from_floor replay', () => {
     await h.start({ checkpointEvery: 10 });
     const { client } = await subscribe(h, { filter: { markets: ['no-such-market'] }, start: { mode: 'from_floor' } });
     const frames = await replayFrames(client);
-    expect(frames.filter((f) => f.type !== 'quality').map((f) => f.type)).toEqual(['checkpoint', 'checkpoint', 'checkpoint', 'checkpoint', 'checkpoint', 'caught_up']);
+    expect(frames.filter((f) => f.type !== 'quality').map((f) => f.type)).toEqual([
+      'checkpoint',
+      'checkpoint',
+      'checkpoint',
+      'checkpoint',
+      'checkpoint',
+      'caught_up',
+    ]);
     const checkpoints = ofType(frames, 'checkpoint');
-    expect(checkpoints.map((c) => [c.position, c.batchCount])).toEqual([[10, 0], [20, 0], [30, 0], [40, 0], [45, 0]]);
+    expect(checkpoints.map((c) => [c.position, c.batchCount])).toEqual([
+      [10, 0],
+      [20, 0],
+      [30, 0],
+      [40, 0],
+      [45, 0],
+    ]);
     expect(ofType(frames, 'batch')).toEqual([]);
   });
 });
@@ -120,28 +153,31 @@ describe('from_floor replay', () => {
 describe('filters', () => {
   const atLeast5000 = (e: JournalEvent): boolean =>
     compareDecimal(parseDecimal(notional(String(e.data.price), String(e.data.size))), parseDecimal('5000')) >= 0;
-  it.each(['kinds', 'markets', 'wallets', 'minNotional'] as const)('delivers exactly the events matching %s, with their original ordinals', async (part) => {
-    const server = await h.start();
-    const first = server.journal.at(0)!.events[0]!;
-    const cases: Record<typeof part, [StreamFilter, (e: JournalEvent) => boolean]> = {
-      kinds: [{ kinds: ['correction'] }, (e) => e.kind === 'correction'],
-      markets: [{ markets: [String(first.data.market)] }, (e) => e.data.market === first.data.market],
-      wallets: [{ wallets: [String(first.data.wallet)] }, (e) => e.data.wallet === first.data.wallet],
-      minNotional: [{ minNotional: '5000' }, atLeast5000],
-    };
-    const [filter, matches] = cases[part];
-    const { client, subscribed } = await subscribe(h, { filter, start: { mode: 'from_floor' } });
-    expect(subscribed.filterHash).toBe(filterHash(filter));
-    const frames = await replayFrames(client);
-    const expected = journalEvents(matches);
-    expect(expected.length).toBeGreaterThan(0);
-    expect(deliveredEvents(frames)).toEqual(expected);
-    for (const batch of ofType(frames, 'batch')) {
-      const t = server.journal.transitionAt(batch.position)!;
-      expect(batch.sourceEventCount).toBe(t.events.length);
-      for (const e of batch.events) expect(t.events[e.ordinal - 1]).toEqual(e);
-    }
-  });
+  it.each(['kinds', 'markets', 'wallets', 'minNotional'] as const)(
+    'delivers exactly the events matching %s, with their original ordinals',
+    async (part) => {
+      const server = await h.start();
+      const first = server.journal.at(0)!.events[0]!;
+      const cases: Record<typeof part, [StreamFilter, (e: JournalEvent) => boolean]> = {
+        kinds: [{ kinds: ['correction'] }, (e) => e.kind === 'correction'],
+        markets: [{ markets: [String(first.data.market)] }, (e) => e.data.market === first.data.market],
+        wallets: [{ wallets: [String(first.data.wallet)] }, (e) => e.data.wallet === first.data.wallet],
+        minNotional: [{ minNotional: '5000' }, atLeast5000],
+      };
+      const [filter, matches] = cases[part];
+      const { client, subscribed } = await subscribe(h, { filter, start: { mode: 'from_floor' } });
+      expect(subscribed.filterHash).toBe(filterHash(filter));
+      const frames = await replayFrames(client);
+      const expected = journalEvents(matches);
+      expect(expected.length).toBeGreaterThan(0);
+      expect(deliveredEvents(frames)).toEqual(expected);
+      for (const batch of ofType(frames, 'batch')) {
+        const t = server.journal.transitionAt(batch.position)!;
+        expect(batch.sourceEventCount).toBe(t.events.length);
+        for (const e of batch.events) expect(t.events[e.ordinal - 1]).toEqual(e);
+      }
+    },
+  );
 
   it('ANDs filter parts and freezes the mappings of the filtered markets', async () => {
     const server = await h.start();
@@ -150,7 +186,11 @@ describe('filters', () => {
     const filter = { markets: [market], kinds: ['trade'] };
     const { client, subscribed } = await subscribe(h, { filter, start: { mode: 'from_floor' } });
     expect(Object.values(subscribed.mappings).map((m) => m.market)).toEqual([market, market]);
-    expect(Object.values(subscribed.mappings).map((m) => m.outcome).sort()).toEqual(['No', 'Yes']);
+    expect(
+      Object.values(subscribed.mappings)
+        .map((m) => m.outcome)
+        .sort(),
+    ).toEqual(['No', 'Yes']);
     const frames = await replayFrames(client);
     expect(deliveredEvents(frames)).toEqual(journalEvents((e) => e.kind === 'trade' && e.data.market === market));
   });
@@ -168,7 +208,11 @@ describe('live delivery', () => {
     ]);
     for (let i = 0; i < 3; i++) server.journal.appendGenerated();
     const live = await client.collectUntil((f) => f.type === 'checkpoint');
-    expect(ofType(live, 'batch').map((b) => [b.position, b.deliveryMode])).toEqual([[46, 'live'], [47, 'live'], [48, 'live']]);
+    expect(ofType(live, 'batch').map((b) => [b.position, b.deliveryMode])).toEqual([
+      [46, 'live'],
+      [47, 'live'],
+      [48, 'live'],
+    ]);
     expect(live.at(-1)).toMatchObject({ type: 'checkpoint', position: 48, batchCount: 3 });
   });
 
@@ -192,7 +236,11 @@ describe('live delivery', () => {
 });
 
 describe('start modes and tokens', () => {
-  async function checkpointAt(position: number, consumerId = 'consumer-a', filter = {}): Promise<{ token: string; connectionId: string }> {
+  async function checkpointAt(
+    position: number,
+    consumerId = 'consumer-a',
+    filter = {},
+  ): Promise<{ token: string; connectionId: string }> {
     const { client, hello } = await subscribe(h, { consumerId, filter, start: { mode: 'from_floor' } });
     const frames = await replayFrames(client);
     const checkpoint = ofType(frames, 'checkpoint').find((c) => c.position === position)!;
@@ -220,7 +268,13 @@ describe('start modes and tokens', () => {
     const { token } = await checkpointAt(10);
     const client = await h.connect();
     await client.authenticate(API_KEY);
-    client.subscribe({ consumerId: 'consumer-a', subscriptionId: 'sub-1', filter: {}, start: { mode: 'resume', token }, ...change });
+    client.subscribe({
+      consumerId: 'consumer-a',
+      subscriptionId: 'sub-1',
+      filter: {},
+      start: { mode: 'resume', token },
+      ...change,
+    });
     expect(await client.expect('error')).toMatchObject({ code: 'cursor_mismatch', retryable: false });
     expect(await client.drainUntilClosed()).toEqual([]);
   });
@@ -248,7 +302,11 @@ describe('start modes and tokens', () => {
     await client.authenticate(API_KEY);
     client.subscribe({ consumerId: 'consumer-a', subscriptionId: 'sub-1', start: { mode: 'resume', token: at10 } });
     const reset = await client.expect('reset_required');
-    expect(reset).toMatchObject({ reason: 'cursor_expired', token: at10, history: { id: 'hist-7', floor: 21, head: 45 } });
+    expect(reset).toMatchObject({
+      reason: 'cursor_expired',
+      token: at10,
+      history: { id: 'hist-7', floor: 21, head: 45 },
+    });
     expect(await client.drainUntilClosed()).toEqual([]);
 
     const resumed = await subscribe(h, { start: { mode: 'resume', token: at20 } });
@@ -265,15 +323,23 @@ describe('start modes and tokens', () => {
     const { hello } = await client.authenticate(API_KEY);
     expect(hello.history.id).toBe('hist-7-r1');
     client.subscribe({ consumerId: 'consumer-a', subscriptionId: 'sub-1', start: { mode: 'rebind', token } });
-    expect(await client.expect('reset_required')).toMatchObject({ reason: 'history_rebuilt', token, history: { id: 'hist-7-r1' } });
+    expect(await client.expect('reset_required')).toMatchObject({
+      reason: 'history_rebuilt',
+      token,
+      history: { id: 'hist-7-r1' },
+    });
   });
 
   it('issues generation = highest issued + 1 for live_cut and from_floor, per consumer and subscription', async () => {
     const server = await h.start();
     expect((await subscribe(h, { start: { mode: 'live_cut' } })).subscribed.generation).toBe(1);
     expect((await subscribe(h, { start: { mode: 'from_floor' } })).subscribed.generation).toBe(2);
-    expect((await subscribe(h, { subscriptionId: 'sub-2', start: { mode: 'from_floor' } })).subscribed.generation).toBe(1);
-    expect((await subscribe(h, { consumerId: 'consumer-b', start: { mode: 'live_cut' } })).subscribed.generation).toBe(1);
+    expect((await subscribe(h, { subscriptionId: 'sub-2', start: { mode: 'from_floor' } })).subscribed.generation).toBe(
+      1,
+    );
+    expect((await subscribe(h, { consumerId: 'consumer-b', start: { mode: 'live_cut' } })).subscribed.generation).toBe(
+      1,
+    );
     expect(server.issuedGeneration('consumer-a', 'sub-1')).toBe(2);
   });
 
@@ -282,7 +348,12 @@ describe('start modes and tokens', () => {
     const { token } = await checkpointAt(20);
     const newFilter = { kinds: ['trade'] };
     const { client, hello, subscribed } = await subscribe(h, { filter: newFilter, start: { mode: 'rebind', token } });
-    expect(subscribed).toMatchObject({ generation: 2, startPosition: 20, filterHash: filterHash(newFilter), cut: { position: 45 } });
+    expect(subscribed).toMatchObject({
+      generation: 2,
+      startPosition: 20,
+      filterHash: filterHash(newFilter),
+      cut: { position: 45 },
+    });
     const frames = await replayFrames(client);
     expect(deliveredEvents(frames)).toEqual(journalEvents((e) => e.kind === 'trade').filter((e) => e.position > 20));
     expect(ofType(frames, 'batch').every((b) => b.generation === 2)).toBe(true);
@@ -291,7 +362,11 @@ describe('start modes and tokens', () => {
 
     client.ack(hello.connectionId, { ...checkpoint, generation: 1 });
     expect(await client.expect('error')).toMatchObject({ code: 'stale_generation', retryable: false });
-    expect(await server.waitForRejectedAck()).toMatchObject({ reason: 'stale_generation', generation: 1, consumerId: 'consumer-a' });
+    expect(await server.waitForRejectedAck()).toMatchObject({
+      reason: 'stale_generation',
+      generation: 1,
+      consumerId: 'consumer-a',
+    });
     expect(server.acks).toEqual([]);
   });
 });
@@ -304,7 +379,12 @@ describe('acknowledgements', () => {
     client.ack(hello.connectionId, checkpoint);
     const ack = await server.waitForAck();
     expect(ack).toMatchObject({
-      connectionId: hello.connectionId, consumerId: 'consumer-a', subscriptionId: 'sub-1', generation: 1, position: 10, token: checkpoint.token,
+      connectionId: hello.connectionId,
+      consumerId: 'consumer-a',
+      subscriptionId: 'sub-1',
+      generation: 1,
+      position: 10,
+      token: checkpoint.token,
     });
     expect(ack.at).toBeInstanceOf(Date);
   });
@@ -317,7 +397,14 @@ describe('acknowledgements', () => {
     const server = await h.start();
     const { client, hello } = await subscribe(h, { start: { mode: 'from_floor' } });
     const checkpoint = await client.nextOfType('checkpoint');
-    client.send({ type: 'ack', connectionId: hello.connectionId, generation: 1, position: checkpoint.position, token: checkpoint.token, ...change });
+    client.send({
+      type: 'ack',
+      connectionId: hello.connectionId,
+      generation: 1,
+      position: checkpoint.position,
+      token: checkpoint.token,
+      ...change,
+    });
     expect(await client.nextOfType('error')).toMatchObject({ code: 'protocol_violation', retryable: false });
     expect(await server.waitForRejectedAck()).toMatchObject({ reason });
     await client.drainUntilClosed();
@@ -348,10 +435,19 @@ describe('protocol violations', () => {
   it.each([
     ['malformed JSON', (c: ScriptClient) => c.sendRaw('{not json')],
     ['a binary frame', (c: ScriptClient) => c.sendRaw(Buffer.from('{}'), { binary: true })],
-    ['an oversize frame', (c: ScriptClient) => c.sendRaw(JSON.stringify({ v: 1, type: 'authenticate', apiKey: 'k'.repeat(5000) }))],
+    [
+      'an oversize frame',
+      (c: ScriptClient) => c.sendRaw(JSON.stringify({ v: 1, type: 'authenticate', apiKey: 'k'.repeat(5000) })),
+    ],
     ['an unknown frame type', (c: ScriptClient) => c.sendRaw(JSON.stringify({ v: 1, type: 'gossip' }))],
-    ['subscribe before authenticate', (c: ScriptClient) => c.subscribe({ consumerId: 'a', subscriptionId: 'b', start: { mode: 'live_cut' } })],
-    ['an ACK before subscribe', (c: ScriptClient) => c.send({ type: 'ack', connectionId: 'x', generation: 1, position: 1, token: 't' })],
+    [
+      'subscribe before authenticate',
+      (c: ScriptClient) => c.subscribe({ consumerId: 'a', subscriptionId: 'b', start: { mode: 'live_cut' } }),
+    ],
+    [
+      'an ACK before subscribe',
+      (c: ScriptClient) => c.send({ type: 'ack', connectionId: 'x', generation: 1, position: 1, token: 't' }),
+    ],
   ])('answers %s with protocol_violation and closes', async (_name, act) => {
     await h.start({ maxFrameBytes: 4096 });
     const client = await h.connect();

@@ -122,7 +122,9 @@ describe('event faults', () => {
     await h.start({ faults: { unknownKindAt: 3 } });
     const { client } = await subscribe(h, { start: { mode: 'from_floor' } });
     const batches = ofType(await replayFrames(client), 'batch');
-    const unknown = batches.flatMap((b) => b.events.filter((e) => e.kind !== 'trade' && e.kind !== 'correction').map(() => b.position));
+    const unknown = batches.flatMap((b) =>
+      b.events.filter((e) => e.kind !== 'trade' && e.kind !== 'correction').map(() => b.position),
+    );
     expect(unknown).toEqual([3]);
   });
 

@@ -8,7 +8,9 @@ import { ScriptClient } from '../support/script-client.js';
 export const API_KEY = 'test-key-3f9a';
 
 export interface Harness {
-  start(opts?: Partial<ReferenceServerOptions> & { generate?: Partial<GeneratorOptions> }): Promise<ReferenceStreamServer>;
+  start(
+    opts?: Partial<ReferenceServerOptions> & { generate?: Partial<GeneratorOptions> },
+  ): Promise<ReferenceStreamServer>;
   connect(opts?: { maxFrameBytes?: number }): Promise<ScriptClient>;
   readonly server: ReferenceStreamServer;
 }
@@ -26,8 +28,15 @@ export function useHarness(): Harness {
   return {
     async start(opts = {}) {
       const { generate, ...rest } = opts;
-      const journal = rest.journal ?? Journal.generate({ seed: 7, transitions: 45, qualityRate: 0.2, correctionRate: 0.2, ...generate });
-      const server = await ReferenceStreamServer.start({ apiKeys: [API_KEY], tokenSecret: 'test-secret', ...rest, journal });
+      const journal =
+        rest.journal ??
+        Journal.generate({ seed: 7, transitions: 45, qualityRate: 0.2, correctionRate: 0.2, ...generate });
+      const server = await ReferenceStreamServer.start({
+        apiKeys: [API_KEY],
+        tokenSecret: 'test-secret',
+        ...rest,
+        journal,
+      });
       servers.push(server);
       return server;
     },

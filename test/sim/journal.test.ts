@@ -96,7 +96,10 @@ describe('Journal', () => {
     const seen: number[] = [];
     const stop = journal.onAppend((t) => seen.push(t.position));
     const base = { kind: 'trade', entityId: 'trade-x', revision: 1, observedAt: '2026-01-01T00:00:00.000Z', data: {} };
-    const t = journal.append({ events: [{ ...base, eventId: 'ev-custom-1' }, base], quality: [{ scope: 'polymarket:clob', state: 'degraded' }] });
+    const t = journal.append({
+      events: [{ ...base, eventId: 'ev-custom-1' }, base],
+      quality: [{ scope: 'polymarket:clob', state: 'degraded' }],
+    });
     expect(t.position).toBe(3);
     expect(t.events.map((e) => e.ordinal)).toEqual([1, 2]);
     expect(seen).toEqual([3]);

@@ -5,20 +5,72 @@ import { SimulatorUsageError, parseSimulatorArgs } from '../../simulator/options
 describe('parseSimulatorArgs', () => {
   it('applies defaults and reads the API key from the environment when no flag is given', () => {
     const config = parseSimulatorArgs([], { WHALEHUNT_API_KEY: 'env-key' });
-    expect(config).toMatchObject({ port: 8787, seed: 42, transitions: 2000, liveRate: 0, apiKeys: ['env-key'], checkpointEvery: 10, liveCheckpointEvery: 10, faults: {} });
+    expect(config).toMatchObject({
+      port: 8787,
+      seed: 42,
+      transitions: 2000,
+      liveRate: 0,
+      apiKeys: ['env-key'],
+      checkpointEvery: 10,
+      liveCheckpointEvery: 10,
+      faults: {},
+    });
   });
 
   it('parses every documented flag, fault flags included', () => {
     const config = parseSimulatorArgs(
       [
-        '--port', '0', '--seed', '7', '--transitions', '50', '--live-rate', '2.5', '--api-key', 'a', '--api-key', 'b', '--journal', 'j.jsonl',
-        '--checkpoint-every', '5', '--drop-after-frames', '9', '--drop-at-position', '12', '--sequence-fault', 'reorder:4', '--lose-acks', '2',
-        '--overload-subscribes', '1', '--overload-retry-after-ms', '300', '--drain-old-connections', '--conflict-at', '3', '--unknown-kind-at', '4',
-        '--oversize-at', '5', '--page-overlap', '2', '--page-non-advancing', '--page-expired',
+        '--port',
+        '0',
+        '--seed',
+        '7',
+        '--transitions',
+        '50',
+        '--live-rate',
+        '2.5',
+        '--api-key',
+        'a',
+        '--api-key',
+        'b',
+        '--journal',
+        'j.jsonl',
+        '--checkpoint-every',
+        '5',
+        '--drop-after-frames',
+        '9',
+        '--drop-at-position',
+        '12',
+        '--sequence-fault',
+        'reorder:4',
+        '--lose-acks',
+        '2',
+        '--overload-subscribes',
+        '1',
+        '--overload-retry-after-ms',
+        '300',
+        '--drain-old-connections',
+        '--conflict-at',
+        '3',
+        '--unknown-kind-at',
+        '4',
+        '--oversize-at',
+        '5',
+        '--page-overlap',
+        '2',
+        '--page-non-advancing',
+        '--page-expired',
       ],
       {},
     );
-    expect(config).toMatchObject({ port: 0, seed: 7, transitions: 50, liveRate: 2.5, apiKeys: ['a', 'b'], journalFile: 'j.jsonl', checkpointEvery: 5 });
+    expect(config).toMatchObject({
+      port: 0,
+      seed: 7,
+      transitions: 50,
+      liveRate: 2.5,
+      apiKeys: ['a', 'b'],
+      journalFile: 'j.jsonl',
+      checkpointEvery: 5,
+    });
     expect(config.faults).toEqual({
       dropAfterFrames: 9,
       dropAtPosition: 12,

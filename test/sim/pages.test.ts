@@ -1,12 +1,26 @@
 // The paginated history endpoint (PROTOCOL.md section 8) of the reference server.
 import { describe, expect, it } from 'vitest';
-import { PAGE_QUERY, decodePageError, decodePageReset, decodePageResponse, pagePath, type PageEvent, type PageResponse, type StreamFilter } from '../../protocol/codec.js';
+import {
+  PAGE_QUERY,
+  decodePageError,
+  decodePageReset,
+  decodePageResponse,
+  pagePath,
+  type PageEvent,
+  type PageResponse,
+  type StreamFilter,
+} from '../../protocol/codec.js';
 import { canonicalJson } from '../../protocol/canonical.js';
 import { API_KEY, useHarness } from './harness.js';
 
 const h = useHarness();
 
-async function getPage(opts: { cursor?: string; limit?: number; filter?: StreamFilter; apiKey?: string }): Promise<{ status: number; body: unknown }> {
+async function getPage(opts: {
+  cursor?: string;
+  limit?: number;
+  filter?: StreamFilter;
+  apiKey?: string;
+}): Promise<{ status: number; body: unknown }> {
   const url = new URL(pagePath(h.server.stream), h.server.httpUrl);
   if (opts.cursor !== undefined) url.searchParams.set(PAGE_QUERY.cursor, opts.cursor);
   if (opts.limit !== undefined) url.searchParams.set(PAGE_QUERY.limit, String(opts.limit));
@@ -22,7 +36,9 @@ async function page(opts: Parameters<typeof getPage>[0]): Promise<PageResponse> 
 }
 
 function journalEvents(pred: (e: PageEvent) => boolean = () => true): PageEvent[] {
-  return [...h.server.journal.range(0, h.server.journal.head)].flatMap((t) => t.events.map((e) => ({ position: t.position, ...e }))).filter(pred);
+  return [...h.server.journal.range(0, h.server.journal.head)]
+    .flatMap((t) => t.events.map((e) => ({ position: t.position, ...e })))
+    .filter(pred);
 }
 
 describe('pages', () => {
@@ -84,7 +100,11 @@ describe('pages', () => {
     server.journal.setRetentionFloor(30);
     const expired = await getPage({ cursor: first.next });
     expect(expired.status).toBe(410);
-    expect(decodePageReset(expired.body)).toEqual({ reason: 'cursor_expired', token: first.next, history: server.journal.history });
+    expect(decodePageReset(expired.body)).toEqual({
+      reason: 'cursor_expired',
+      token: first.next,
+      history: server.journal.history,
+    });
 
     const fresh = await page({ limit: 3 });
     expect(fresh.events[0]!.position).toBe(30);

@@ -11,7 +11,10 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs `whalehunt-consumer <args>` with `env` over this process's environment; never rejects (a failure is its exit code). */
+/**
+ * Runs `whalehunt-consumer <args>` with `env` over this process's environment; never rejects (a failure is its exit
+ * code).
+ */
 export function runCli(env: Record<string, string>, ...args: string[]): Promise<CliResult> {
   return new Promise((resolveRun) => {
     execFile(

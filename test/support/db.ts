@@ -74,7 +74,10 @@ const quoteIdent = (name: string) => `"${name.replace(/"/g, '""')}"`;
  * is never touched.
  */
 async function dropStaleTestDatabases(admin: pg.Client): Promise<void> {
-  const { rows } = await admin.query<{ datname: string }>('SELECT datname FROM pg_database WHERE starts_with(datname, $1)', [TEST_DATABASE_PREFIX]);
+  const { rows } = await admin.query<{ datname: string }>(
+    'SELECT datname FROM pg_database WHERE starts_with(datname, $1)',
+    [TEST_DATABASE_PREFIX],
+  );
   const cutoff = Date.now() - KEPT_DATABASE_MAX_AGE_MS;
   for (const { datname } of rows) {
     const createdAt = parseInt(datname.slice(TEST_DATABASE_PREFIX.length).split('_')[0] ?? '', 36);
@@ -169,4 +172,3 @@ export function useTestDatabase(options: { poolMax?: number } = {}): TestDatabas
     drop: () => current().drop(),
   };
 }
-

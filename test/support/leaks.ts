@@ -30,7 +30,10 @@ export interface Resources {
 
 export class ResourceLeakError extends Error {
   readonly code = 'resource_leak';
-  constructor(readonly leaked: string[], readonly closeFailures: string[]) {
+  constructor(
+    readonly leaked: string[],
+    readonly closeFailures: string[],
+  ) {
     super(
       `test leaked ${leaked.length} resource(s) still open at its end (closed now): ${leaked.join(', ')}` +
         (closeFailures.length ? `; closing failed for: ${closeFailures.join('; ')}` : ''),

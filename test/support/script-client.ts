@@ -30,7 +30,9 @@ export class ScriptClientClosed extends Error {
   override readonly name = 'ScriptClientClosed';
   readonly code = 'connection_closed';
   constructor(readonly close: CloseInfo) {
-    super(`the connection closed (${close.code}${close.reason ? ` ${close.reason}` : ''}) before the awaited frame arrived`);
+    super(
+      `the connection closed (${close.code}${close.reason ? ` ${close.reason}` : ''}) before the awaited frame arrived`,
+    );
   }
 }
 
@@ -48,7 +50,9 @@ export class ScriptClient {
     private readonly maxFrameBytes: number,
   ) {
     ws.on('message', (data: WebSocket.RawData, isBinary) => {
-      const raw = Array.isArray(data) ? Buffer.concat(data).toString('utf8') : Buffer.from(data as ArrayBuffer).toString('utf8');
+      const raw = Array.isArray(data)
+        ? Buffer.concat(data).toString('utf8')
+        : Buffer.from(data as ArrayBuffer).toString('utf8');
       try {
         this.received.push({ raw, frame: decodeServerFrame(raw, { isBinary, maxFrameBytes: this.maxFrameBytes }) });
       } catch (err) {
@@ -152,7 +156,9 @@ export class ScriptClient {
   }
 
   /** hello → authenticate → authenticated. */
-  async authenticate(apiKey: string): Promise<{ hello: ServerFrameOf<'hello'>; authenticated: ServerFrameOf<'authenticated'> }> {
+  async authenticate(
+    apiKey: string,
+  ): Promise<{ hello: ServerFrameOf<'hello'>; authenticated: ServerFrameOf<'authenticated'> }> {
     const hello = await this.expect('hello');
     this.send({ type: 'authenticate', apiKey });
     const authenticated = await this.expect('authenticated');
@@ -160,11 +166,20 @@ export class ScriptClient {
   }
 
   subscribe(request: { consumerId: string; subscriptionId: string; filter?: StreamFilter; start: StartRequest }): void {
-    this.send({ type: 'subscribe', consumerId: request.consumerId, subscriptionId: request.subscriptionId, filter: request.filter ?? {}, start: request.start });
+    this.send({
+      type: 'subscribe',
+      consumerId: request.consumerId,
+      subscriptionId: request.subscriptionId,
+      filter: request.filter ?? {},
+      start: request.start,
+    });
   }
 
   /** hello → authenticated → subscribed, in one call. */
-  async handshake(apiKey: string, request: { consumerId: string; subscriptionId: string; filter?: StreamFilter; start: StartRequest }): Promise<{
+  async handshake(
+    apiKey: string,
+    request: { consumerId: string; subscriptionId: string; filter?: StreamFilter; start: StartRequest },
+  ): Promise<{
     hello: ServerFrameOf<'hello'>;
     subscribed: ServerFrameOf<'subscribed'>;
   }> {
@@ -176,12 +191,19 @@ export class ScriptClient {
 
   /** ACKs a checkpoint received on this connection. */
   ack(connectionId: string, checkpoint: Pick<ServerFrameOf<'checkpoint'>, 'generation' | 'position' | 'token'>): void {
-    this.send({ type: 'ack', connectionId, generation: checkpoint.generation, position: checkpoint.position, token: checkpoint.token });
+    this.send({
+      type: 'ack',
+      connectionId,
+      generation: checkpoint.generation,
+      position: checkpoint.position,
+      token: checkpoint.token,
+    });
   }
 
   /** Closes the socket and resolves once it is closed. */
   async close(): Promise<void> {
-    if (this.ws.readyState === WebSocket.CONNECTING || this.ws.readyState === WebSocket.OPEN) this.ws.close(1000, 'test done');
+    if (this.ws.readyState === WebSocket.CONNECTING || this.ws.readyState === WebSocket.OPEN)
+      this.ws.close(1000, 'test done');
     if (this.ws.readyState !== WebSocket.CLOSED) await this.closed;
   }
 

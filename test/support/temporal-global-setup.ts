@@ -92,7 +92,10 @@ async function bundleProjectWorkflows(tempDir: string): Promise<{ path: string |
     console.info(`[e2e] bundled workflows/index.ts in ${Math.round(performance.now() - startedAt)} ms`);
     return { path, error: null };
   } catch (error) {
-    return { path: null, error: `bundling ${workflowsPath} failed: ${error instanceof Error ? error.message : String(error)}` };
+    return {
+      path: null,
+      error: `bundling ${workflowsPath} failed: ${error instanceof Error ? error.message : String(error)}`,
+    };
   }
 }
 

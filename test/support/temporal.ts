@@ -85,7 +85,9 @@ export class WaitTimeoutError extends Error {
   constructor(description: string, timeoutMs: number, lastError: unknown) {
     super(
       `timed out after ${timeoutMs} ms waiting for ${description}` +
-        (lastError === undefined ? '' : `; last error: ${lastError instanceof Error ? lastError.message : inspect(lastError)}`),
+        (lastError === undefined
+          ? ''
+          : `; last error: ${lastError instanceof Error ? lastError.message : inspect(lastError)}`),
     );
     this.name = 'WaitTimeoutError';
   }

@@ -14,7 +14,17 @@ function usageError(argv: string[]): CliUsageError {
 describe('parseCommand', () => {
   it('parses start with per-field filter flags into the wire filter', () => {
     expect(
-      parseCommand(['start', '--consumer', 'c1', '--start', 'from_floor', '--kinds', 'trade, correction', '--min-notional', '10000']),
+      parseCommand([
+        'start',
+        '--consumer',
+        'c1',
+        '--start',
+        'from_floor',
+        '--kinds',
+        'trade, correction',
+        '--min-notional',
+        '10000',
+      ]),
     ).toEqual({
       command: 'start',
       consumerId: 'c1',
@@ -26,48 +36,121 @@ describe('parseCommand', () => {
   });
 
   it('parses start with a JSON filter, a subscription and a lease', () => {
-    const parsed = parseCommand(['start', '--consumer', 'c1', '--subscription', 's9', '--start', 'live_cut', '--filter', '{"markets":["m1"]}', '--lease-ms', '5000']);
-    expect(parsed).toMatchObject({ subscriptionId: 's9', filter: { markets: ['m1'] }, start: 'live_cut', leaseMs: 5000 });
+    const parsed = parseCommand([
+      'start',
+      '--consumer',
+      'c1',
+      '--subscription',
+      's9',
+      '--start',
+      'live_cut',
+      '--filter',
+      '{"markets":["m1"]}',
+      '--lease-ms',
+      '5000',
+    ]);
+    expect(parsed).toMatchObject({
+      subscriptionId: 's9',
+      filter: { markets: ['m1'] },
+      start: 'live_cut',
+      leaseMs: 5000,
+    });
   });
 
   it('requires an explicit first start mode', () => {
     const error = usageError(['start', '--consumer', 'c1']);
     expect(error.message).toContain('--start is required');
     expect(error.code).toBe('usage');
-    expect(usageError(['start', '--consumer', 'c1', '--start', 'resume']).message).toContain('invalid --start "resume"');
+    expect(usageError(['start', '--consumer', 'c1', '--start', 'resume']).message).toContain(
+      'invalid --start "resume"',
+    );
   });
 
   it('rejects a filter given both ways, bad JSON and fields the wire filter does not know', () => {
-    expect(usageError(['start', '--consumer', 'c', '--start', 'live_cut', '--filter', '{}', '--kinds', 'trade']).message).toContain('not both');
-    expect(usageError(['start', '--consumer', 'c', '--start', 'live_cut', '--filter', '{kinds']).message).toContain('not valid JSON');
-    expect(usageError(['start', '--consumer', 'c', '--start', 'live_cut', '--filter', '{"colour":"red"}']).message).toContain('invalid filter');
-    expect(usageError(['start', '--consumer', 'c', '--start', 'live_cut', '--min-notional', '1e6']).message).toMatch(/invalid filter at minNotional/);
+    expect(
+      usageError(['start', '--consumer', 'c', '--start', 'live_cut', '--filter', '{}', '--kinds', 'trade']).message,
+    ).toContain('not both');
+    expect(usageError(['start', '--consumer', 'c', '--start', 'live_cut', '--filter', '{kinds']).message).toContain(
+      'not valid JSON',
+    );
+    expect(
+      usageError(['start', '--consumer', 'c', '--start', 'live_cut', '--filter', '{"colour":"red"}']).message,
+    ).toContain('invalid filter');
+    expect(usageError(['start', '--consumer', 'c', '--start', 'live_cut', '--min-notional', '1e6']).message).toMatch(
+      /invalid filter at minNotional/,
+    );
   });
 
   it('accepts each decision only from its own set, naming the allowed ones', () => {
-    expect(parseCommand(['resolve-gap', '--consumer', 'c', '--decision', 'live_cut', '--actor', 'ops', '--reason', 'gap accepted'])).toEqual({
+    expect(
+      parseCommand([
+        'resolve-gap',
+        '--consumer',
+        'c',
+        '--decision',
+        'live_cut',
+        '--actor',
+        'ops',
+        '--reason',
+        'gap accepted',
+      ]),
+    ).toEqual({
       command: 'resolve-gap',
       consumerId: 'c',
       decision: 'live_cut',
       actor: 'ops',
       reason: 'gap accepted',
     });
-    const error = usageError(['resolve-gap', '--consumer', 'c', '--decision', 'retry', '--actor', 'ops', '--reason', 'x']);
-    expect(error.message).toBe('resolve-gap: invalid --decision "retry"; expected one of from_floor, live_cut, abandon');
-    expect(parseCommand(['resolve-binding', '--consumer', 'c', '--decision', 'retry', '--actor', 'a', '--reason', 'r'])).toMatchObject({ decision: 'retry' });
+    const error = usageError([
+      'resolve-gap',
+      '--consumer',
+      'c',
+      '--decision',
+      'retry',
+      '--actor',
+      'ops',
+      '--reason',
+      'x',
+    ]);
+    expect(error.message).toBe(
+      'resolve-gap: invalid --decision "retry"; expected one of from_floor, live_cut, abandon',
+    );
+    expect(
+      parseCommand(['resolve-binding', '--consumer', 'c', '--decision', 'retry', '--actor', 'a', '--reason', 'r']),
+    ).toMatchObject({ decision: 'retry' });
   });
 
   it('requires a non-empty actor and reason for every decision', () => {
-    expect(usageError(['resolve-gap', '--consumer', 'c', '--decision', 'abandon', '--reason', 'r']).message).toBe('resolve-gap: --actor is required');
+    expect(usageError(['resolve-gap', '--consumer', 'c', '--decision', 'abandon', '--reason', 'r']).message).toBe(
+      'resolve-gap: --actor is required',
+    );
     expect(usageError(['pause', '--consumer', 'c', '--actor', 'a']).message).toBe('pause: --reason is required');
-    expect(usageError(['resume', '--consumer', 'c', '--actor', ' ', '--reason', 'r']).message).toBe('resume: --actor must not be empty');
+    expect(usageError(['resume', '--consumer', 'c', '--actor', ' ', '--reason', 'r']).message).toBe(
+      'resume: --actor must not be empty',
+    );
   });
 
   it('collects repeated --event ids for resolve-quarantine', () => {
     expect(
-      parseCommand(['resolve-quarantine', '--consumer', 'c', '--decision', 'release_terminal', '--event', 'e1', '--event', 'e2', '--actor', 'a', '--reason', 'r']),
+      parseCommand([
+        'resolve-quarantine',
+        '--consumer',
+        'c',
+        '--decision',
+        'release_terminal',
+        '--event',
+        'e1',
+        '--event',
+        'e2',
+        '--actor',
+        'a',
+        '--reason',
+        'r',
+      ]),
     ).toMatchObject({ decision: 'release_terminal', eventIds: ['e1', 'e2'] });
-    expect(parseCommand(['resolve-quarantine', '--consumer', 'c', '--decision', 'retry', '--actor', 'a', '--reason', 'r'])).toMatchObject({ eventIds: undefined });
+    expect(
+      parseCommand(['resolve-quarantine', '--consumer', 'c', '--decision', 'retry', '--actor', 'a', '--reason', 'r']),
+    ).toMatchObject({ eventIds: undefined });
   });
 
   it('requires a filter and an actor for rebind', () => {
@@ -81,7 +164,20 @@ describe('parseCommand', () => {
   });
 
   it('parses schedule-rebind actions and insists on exactly one timing', () => {
-    expect(parseCommand(['schedule-rebind', 'create', '--consumer', 'c', '--kinds', 'trade', '--every', '6h', '--actor', 'ops'])).toEqual({
+    expect(
+      parseCommand([
+        'schedule-rebind',
+        'create',
+        '--consumer',
+        'c',
+        '--kinds',
+        'trade',
+        '--every',
+        '6h',
+        '--actor',
+        'ops',
+      ]),
+    ).toEqual({
       command: 'schedule-rebind',
       action: 'create',
       consumerId: 'c',
@@ -90,12 +186,34 @@ describe('parseCommand', () => {
       timing: { every: '6h' },
       actor: 'ops',
     });
-    expect(parseCommand(['schedule-rebind', 'create', '--consumer', 'c', '--filter', '{}', '--cron', '0 * * * *', '--actor', 'o'])).toMatchObject({
+    expect(
+      parseCommand([
+        'schedule-rebind',
+        'create',
+        '--consumer',
+        'c',
+        '--filter',
+        '{}',
+        '--cron',
+        '0 * * * *',
+        '--actor',
+        'o',
+      ]),
+    ).toMatchObject({
       timing: { cron: '0 * * * *' },
     });
-    expect(usageError(['schedule-rebind', 'create', '--consumer', 'c', '--filter', '{}', '--actor', 'o']).message).toContain('exactly one of --cron or --every');
-    expect(usageError(['schedule-rebind', 'create', '--consumer', 'c', '--filter', '{}', '--every', 'soon', '--actor', 'o']).message).toContain('--every use a number with a unit');
-    expect(parseCommand(['schedule-rebind', 'delete', '--consumer', 'c'])).toEqual({ command: 'schedule-rebind', action: 'delete', scheduleId: 'whalehunt-rebind:c' });
+    expect(
+      usageError(['schedule-rebind', 'create', '--consumer', 'c', '--filter', '{}', '--actor', 'o']).message,
+    ).toContain('exactly one of --cron or --every');
+    expect(
+      usageError(['schedule-rebind', 'create', '--consumer', 'c', '--filter', '{}', '--every', 'soon', '--actor', 'o'])
+        .message,
+    ).toContain('--every use a number with a unit');
+    expect(parseCommand(['schedule-rebind', 'delete', '--consumer', 'c'])).toEqual({
+      command: 'schedule-rebind',
+      action: 'delete',
+      scheduleId: 'whalehunt-rebind:c',
+    });
     expect(usageError(['schedule-rebind', 'rename']).message).toContain('unknown action "rename"');
   });
 
@@ -111,13 +229,18 @@ describe('parseCommand', () => {
 
   it('rejects unknown commands, unknown options, positionals and unsafe ids', () => {
     expect(usageError(['frobnicate']).message).toMatch(/^unknown command "frobnicate"; commands: run, start/);
-    expect(usageError(['status', '--consumer', 'c', '--verbose']).message).toMatch(/^status: Unknown option '--verbose'/);
+    expect(usageError(['status', '--consumer', 'c', '--verbose']).message).toMatch(
+      /^status: Unknown option '--verbose'/,
+    );
     expect(usageError(['status', 'c']).message).toMatch(/^status: .*positional/i);
     expect(usageError(['status', '--consumer', "c' OR 1=1"]).message).toContain('--consumer use 1-128 characters');
   });
 
   it('passes sim arguments through untouched and answers --help for every command', () => {
-    expect(parseCommand(['sim', '--port', '8080', '--help'])).toEqual({ command: 'sim', args: ['--port', '8080', '--help'] });
+    expect(parseCommand(['sim', '--port', '8080', '--help'])).toEqual({
+      command: 'sim',
+      args: ['--port', '8080', '--help'],
+    });
     expect(parseCommand([])).toEqual({ command: 'help', topic: null });
     for (const name of Object.keys(COMMANDS) as CommandName[]) {
       if (name !== 'sim') expect(parseCommand([name, '--help'])).toEqual({ command: 'help', topic: name });
@@ -127,22 +250,43 @@ describe('parseCommand', () => {
   });
 
   it('parses backfill and backfill-status; usage errors name the option', () => {
-    expect(parseCommand(['backfill', '--consumer', 'b1', '--filter', '{"kinds":["trade"]}', '--max-pages', '3'])).toEqual({
+    expect(
+      parseCommand(['backfill', '--consumer', 'b1', '--filter', '{"kinds":["trade"]}', '--max-pages', '3']),
+    ).toEqual({
       command: 'backfill',
       consumerId: 'b1',
       filter: { kinds: ['trade'] },
       maxPages: 3,
     });
-    expect(parseCommand(['backfill', '--consumer', 'b1', '--filter', '{}'])).toMatchObject({ filter: {}, maxPages: undefined });
-    expect(parseCommand(['backfill-status', '--consumer', 'b1', '--json'])).toEqual({ command: 'backfill-status', consumerId: 'b1', json: true });
+    expect(parseCommand(['backfill', '--consumer', 'b1', '--filter', '{}'])).toMatchObject({
+      filter: {},
+      maxPages: undefined,
+    });
+    expect(parseCommand(['backfill-status', '--consumer', 'b1', '--json'])).toEqual({
+      command: 'backfill-status',
+      consumerId: 'b1',
+      json: true,
+    });
 
     expect(usageError(['backfill', '--filter', '{}']).message).toBe('backfill: --consumer is required');
-    expect(usageError(['backfill', '--consumer', 'b1']).message).toMatch(/^backfill: a filter is required \(--filter JSON/);
-    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{kinds']).message).toBe('backfill: --filter is not valid JSON');
-    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{"kinds":"trade"}']).message).toMatch(/^backfill: invalid filter at kinds: /);
-    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--max-pages', '0']).message).toBe('backfill: --max-pages must be at least 1');
-    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--max-pages', '2.5']).message).toBe('backfill: --max-pages must be an integer');
-    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--kinds', 'trade']).message).toContain('give either --filter or --kinds, not both');
+    expect(usageError(['backfill', '--consumer', 'b1']).message).toMatch(
+      /^backfill: a filter is required \(--filter JSON/,
+    );
+    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{kinds']).message).toBe(
+      'backfill: --filter is not valid JSON',
+    );
+    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{"kinds":"trade"}']).message).toMatch(
+      /^backfill: invalid filter at kinds: /,
+    );
+    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--max-pages', '0']).message).toBe(
+      'backfill: --max-pages must be at least 1',
+    );
+    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--max-pages', '2.5']).message).toBe(
+      'backfill: --max-pages must be an integer',
+    );
+    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--kinds', 'trade']).message).toContain(
+      'give either --filter or --kinds, not both',
+    );
     const error = usageError(['backfill-status']);
     expect(error).toMatchObject({ message: 'backfill-status: --consumer is required', command: 'backfill-status' });
   });

@@ -39,13 +39,15 @@ describe('CLI configuration', () => {
     expect((caught as CliError).message).toBe('invalid configuration: DATABASE_URL: must be a postgres:// URL');
   });
 
-  it('exits 2 with the command\'s help pointer on a usage error, and 0 with help text', async () => {
+  it("exits 2 with the command's help pointer on a usage error, and 0 with help text", async () => {
     const bad = captureIo();
     expect(await main(['status'], {}, bad.io)).toBe(2);
     expect(bad.err).toEqual(['error: status: --consumer is required', 'see: whalehunt-consumer status --help']);
     const help = captureIo();
     expect(await main(['resolve-gap', '--help'], {}, help.io)).toBe(0);
-    expect(help.out.join('\n')).toContain('usage: whalehunt-consumer resolve-gap --consumer ID --decision from_floor|live_cut|abandon');
+    expect(help.out.join('\n')).toContain(
+      'usage: whalehunt-consumer resolve-gap --consumer ID --decision from_floor|live_cut|abandon',
+    );
   });
 
   it('exits 2 on invalid configuration before connecting anywhere', async () => {
@@ -62,7 +64,9 @@ describe('worker test crash points', () => {
     for (const bad of ['afterCommit', 'beforeCommit:3', 'afterAck:0', 'afterAck:x']) {
       expect(() => parseCrashAt(bad)).toThrow(ConfigError);
     }
-    expect(() => parseCrashAt('nope')).toThrow('WHALEHUNT_TEST_CRASH_AT: must be <afterStage|afterCommit|afterAck>:<position>');
+    expect(() => parseCrashAt('nope')).toThrow(
+      'WHALEHUNT_TEST_CRASH_AT: must be <afterStage|afterCommit|afterAck>:<position>',
+    );
   });
 });
 
@@ -76,10 +80,16 @@ describe('worker process configuration', () => {
         {
           cwd: repoRoot,
           // A clean environment: only what the worker would read, with two problems in it.
-          env: { PATH: process.env.PATH, WHALEHUNT_API_KEY: apiKey, WHALEHUNT_URL: 'http://not-a-websocket', LEASE_MS: '-5' },
+          env: {
+            PATH: process.env.PATH,
+            WHALEHUNT_API_KEY: apiKey,
+            WHALEHUNT_URL: 'http://not-a-websocket',
+            LEASE_MS: '-5',
+          },
           timeout: 30_000,
         },
-        (error, stdout, stderr) => resolveRun({ code: error ? (typeof error.code === 'number' ? error.code : null) : 0, stdout, stderr }),
+        (error, stdout, stderr) =>
+          resolveRun({ code: error ? (typeof error.code === 'number' ? error.code : null) : 0, stdout, stderr }),
       );
     });
     expect(result.code).toBe(2);

@@ -3,12 +3,25 @@ import { describe, expect, it } from 'vitest';
 import { headAndLag, type ConsumerReport } from '../../cli/consumers.js';
 import { formatStatus, groupDecimal } from '../../cli/format.js';
 
-const counters = { sessions: 2, checkpointsCommitted: 9, eventsApplied: 40, duplicates: 1, acksSent: 9, lastHeadPosition: 90, lastCommitAt: null };
+const counters = {
+  sessions: 2,
+  checkpointsCommitted: 9,
+  eventsApplied: 40,
+  duplicates: 1,
+  acksSent: 9,
+  lastHeadPosition: 90,
+  lastCommitAt: null,
+};
 
 function report(overrides: Partial<ConsumerReport> = {}): ConsumerReport {
   return {
     consumerId: 'c1',
-    workflow: { workflowId: 'whalehunt-consumer:c1', runId: 'run-1', status: 'RUNNING', startTime: '2026-01-01T00:00:00.000Z' },
+    workflow: {
+      workflowId: 'whalehunt-consumer:c1',
+      runId: 'run-1',
+      status: 'RUNNING',
+      startTime: '2026-01-01T00:00:00.000Z',
+    },
     status: {
       consumerId: 'c1',
       subscriptionId: 'c1',
@@ -16,7 +29,12 @@ function report(overrides: Partial<ConsumerReport> = {}): ConsumerReport {
       committed: { position: 80, token: 't', generation: 1, version: 12, filterHash: 'sha256:x' },
       phase: 'awaiting_gap_decision',
       pendingRebind: null,
-      stop: { phase: 'awaiting_gap_decision', reason: 'reset_required (cursor_expired)', resolveWith: 'npx tsx cli/main.ts resolve-gap --consumer c1 …', since: '2026-01-01T00:01:00.000Z' },
+      stop: {
+        phase: 'awaiting_gap_decision',
+        reason: 'reset_required (cursor_expired)',
+        resolveWith: 'npx tsx cli/main.ts resolve-gap --consumer c1 …',
+        since: '2026-01-01T00:01:00.000Z',
+      },
       lastError: null,
       counters,
       runs: 3,
@@ -25,15 +43,32 @@ function report(overrides: Partial<ConsumerReport> = {}): ConsumerReport {
     heartbeat: null,
     database: {
       state: {
-        consumerId: 'c1', leaseEpoch: 4, version: 12, position: 80, token: 't', generation: 1, binding: null, cutPosition: 80, cutReached: true,
-        pendingStart: null, abandoned: false, updatedAt: null,
+        consumerId: 'c1',
+        leaseEpoch: 4,
+        version: 12,
+        position: 80,
+        token: 't',
+        generation: 1,
+        binding: null,
+        cutPosition: 80,
+        cutReached: true,
+        pendingStart: null,
+        abandoned: false,
+        updatedAt: null,
       },
       executions: 1234,
       markets: 3,
       totalVolume: '1234567.5',
       heldQuarantine: 0,
       pendingOutbox: 2,
-      lastDecision: { kind: 'gap', decision: 'live_cut', actor: 'ops', reason: 'accepted', replacedToken: 't0', decidedAt: '2026-01-01T00:00:30.000Z' },
+      lastDecision: {
+        kind: 'gap',
+        decision: 'live_cut',
+        actor: 'ops',
+        reason: 'accepted',
+        replacedToken: 't0',
+        decidedAt: '2026-01-01T00:00:30.000Z',
+      },
     },
     databaseError: null,
     ...overrides,
@@ -50,7 +85,9 @@ describe('status rendering', () => {
   it('takes the position from the database and never shows a head behind it', () => {
     expect(headAndLag(report())).toEqual({ position: 80, head: 90, lag: 10 });
     const live = report({ heartbeat: { position: 95, version: 13, generation: 1, headPosition: 90, counters } });
-    expect(headAndLag({ ...live, database: { ...live.database!, state: { ...live.database!.state, position: 95 } } })).toEqual({ position: 95, head: 95, lag: 0 });
+    expect(
+      headAndLag({ ...live, database: { ...live.database!, state: { ...live.database!.state, position: 95 } } }),
+    ).toEqual({ position: 95, head: 95, lag: 0 });
   });
 
   it('shows phase, progress, effects, the last decision and the command that resolves a stop', () => {
@@ -64,7 +101,9 @@ describe('status rendering', () => {
   });
 
   it('says what it could not see: an unanswered query, no database', () => {
-    const text = formatStatus(report({ status: null, statusError: 'status query: no answer within 5 s', database: null }));
+    const text = formatStatus(
+      report({ status: null, statusError: 'status query: no answer within 5 s', database: null }),
+    );
     expect(text).toMatch(/phase\s+unknown: status query: no answer within 5 s/);
     expect(text).toMatch(/database\s+not consulted \(set DATABASE_URL/);
   });

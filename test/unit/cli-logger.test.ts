@@ -5,15 +5,26 @@ const API_KEY = 'wh_live_9f8e7d6c5b4a';
 
 function capture(level: 'DEBUG' | 'INFO' = 'INFO') {
   const lines: string[] = [];
-  const logger = new JsonLogger({ level, secrets: [API_KEY], write: (line) => lines.push(line), now: () => new Date('2026-01-02T03:04:05.000Z') });
-  return { logger, records: () => lines.map((l) => JSON.parse(l) as Record<string, unknown>), raw: () => lines.join('') };
+  const logger = new JsonLogger({
+    level,
+    secrets: [API_KEY],
+    write: (line) => lines.push(line),
+    now: () => new Date('2026-01-02T03:04:05.000Z'),
+  });
+  return {
+    logger,
+    records: () => lines.map((l) => JSON.parse(l) as Record<string, unknown>),
+    raw: () => lines.join(''),
+  };
 }
 
 describe('JsonLogger', () => {
   it('writes one JSON object per line with time, level, message, bindings and fields', () => {
     const { logger, records } = capture();
     logger.child({ component: 'outbox' }).info('alert sent', { outboxId: 7 });
-    expect(records()).toEqual([{ time: '2026-01-02T03:04:05.000Z', level: 'INFO', msg: 'alert sent', component: 'outbox', outboxId: 7 }]);
+    expect(records()).toEqual([
+      { time: '2026-01-02T03:04:05.000Z', level: 'INFO', msg: 'alert sent', component: 'outbox', outboxId: 7 },
+    ]);
   });
 
   it('drops lines below its level', () => {
@@ -53,7 +64,10 @@ describe('JsonLogger', () => {
     loop.self = loop;
     logger.warn('commit refused', { error, loop });
     const [record] = records();
-    expect(record).toMatchObject({ error: { name: 'Error', message: 'fenced', code: 'fenced' }, loop: { n: '1', self: '[circular]' } });
+    expect(record).toMatchObject({
+      error: { name: 'Error', message: 'fenced', code: 'fenced' },
+      loop: { n: '1', self: '[circular]' },
+    });
   });
 
   it('parses LOG_LEVEL case-insensitively and rejects unknown levels', () => {

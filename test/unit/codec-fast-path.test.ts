@@ -3,9 +3,30 @@
 // equals what the zod schema alone gives — the same value with keys in the same order, or a WireError.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { decodeServerFrame, parseTradeData, serverFrameSchema, tradeDataSchema, WireError } from '../../protocol/codec.js';
+import {
+  decodeServerFrame,
+  parseTradeData,
+  serverFrameSchema,
+  tradeDataSchema,
+  WireError,
+} from '../../protocol/codec.js';
 
-const oddValue = fc.constantFrom<unknown>(-1, 0, 1.5, 2 ** 60, '', 'x', '1e3', '-0.5', '1.5', null, true, [], {}, { a: 1 });
+const oddValue = fc.constantFrom<unknown>(
+  -1,
+  0,
+  1.5,
+  2 ** 60,
+  '',
+  'x',
+  '1e3',
+  '-0.5',
+  '1.5',
+  null,
+  true,
+  [],
+  {},
+  { a: 1 },
+);
 
 const tradeData = fc.record({
   market: fc.constantFrom('will-it-rain', 'fed-cut-2026'),
@@ -19,15 +40,17 @@ const tradeData = fc.record({
 
 /** Replaces, deletes or adds one key of an object (or leaves it alone). */
 function mutated<T extends Record<string, unknown>>(base: fc.Arbitrary<T>): fc.Arbitrary<Record<string, unknown>> {
-  return fc.tuple(base, fc.nat(), fc.constantFrom('keep', 'replace', 'delete', 'add'), oddValue).map(([value, index, how, odd]) => {
-    const copy: Record<string, unknown> = { ...value };
-    const keys = Object.keys(copy);
-    const key = keys[index % keys.length]!;
-    if (how === 'replace') copy[key] = odd;
-    if (how === 'delete') delete copy[key];
-    if (how === 'add') copy.unexpected = odd;
-    return copy;
-  });
+  return fc
+    .tuple(base, fc.nat(), fc.constantFrom('keep', 'replace', 'delete', 'add'), oddValue)
+    .map(([value, index, how, odd]) => {
+      const copy: Record<string, unknown> = { ...value };
+      const keys = Object.keys(copy);
+      const key = keys[index % keys.length]!;
+      if (how === 'replace') copy[key] = odd;
+      if (how === 'delete') delete copy[key];
+      if (how === 'add') copy.unexpected = odd;
+      return copy;
+    });
 }
 
 const wireEvent = fc.record({

@@ -34,14 +34,23 @@ function applied(existing: ExistingRows, writes: CommitWrites): ExistingRows {
   const executions = new Map<string, ExecutionState>(existing.executions);
   for (const e of writes.executions) executions.set(e.entityId, e);
   const quarantine = new Map<string, ExistingQuarantine>(existing.quarantine);
-  for (const q of writes.quarantine) quarantine.set(q.eventId, { contentHash: q.contentHash, disposition: q.disposition });
+  for (const q of writes.quarantine)
+    quarantine.set(q.eventId, { contentHash: q.contentHash, disposition: q.disposition });
   return { receipts, executions, quarantine };
 }
 
 describe('decideCommit rules', () => {
   it('a trade creates an execution and adds its notional; a correction changes volume by the difference', () => {
-    const writes = committed(makePlan('c', { fence: FENCE, position: 2, events: [trade(1, 'x', { price: '0.5', size: '10' }), correction(2, 'x', 2, { price: '0.7', size: '10' })] }));
-    expect(writes.executions).toEqual([expect.objectContaining({ entityId: 'x', revision: 2, notional: '7', firstPosition: 1, lastPosition: 2 })]);
+    const writes = committed(
+      makePlan('c', {
+        fence: FENCE,
+        position: 2,
+        events: [trade(1, 'x', { price: '0.5', size: '10' }), correction(2, 'x', 2, { price: '0.7', size: '10' })],
+      }),
+    );
+    expect(writes.executions).toEqual([
+      expect.objectContaining({ entityId: 'x', revision: 2, notional: '7', firstPosition: 1, lastPosition: 2 }),
+    ]);
     expect(writes.marketDeltas).toEqual([{ market: 'm-1', volume: '7', count: 1 }]);
     expect(writes.revisions.map((r) => [r.revision, r.notional, r.eventId])).toEqual([[1, '5', 'ev-1-1']]); // superseded only
     expect(writes.counts).toEqual({ applied: 2, duplicates: 0, noEffect: 0, quarantined: 0 });
@@ -50,7 +59,9 @@ describe('decideCommit rules', () => {
   it('an identical receipt is a duplicate; a different content hash is a conflict naming both hashes', () => {
     const event = trade(1, 'x');
     const existing = applied(empty(), committed(makePlan('c', { fence: FENCE, position: 1, events: [event] })));
-    expect(committed(makePlan('c', { fence: FENCE, position: 1, events: [event] }), existing).counts.duplicates).toBe(1);
+    expect(committed(makePlan('c', { fence: FENCE, position: 1, events: [event] }), existing).counts.duplicates).toBe(
+      1,
+    );
     const changed = { ...event, contentHash: 'other' };
     expect(decideCommit(makePlan('c', { fence: FENCE, position: 1, events: [changed] }), existing)).toEqual({
       outcome: 'conflict',
@@ -61,38 +72,70 @@ describe('decideCommit rules', () => {
   });
 
   it('a correction at or below the saved revision has no effect but a receipt', () => {
-    const existing = applied(empty(), committed(makePlan('c', { fence: FENCE, position: 2, events: [trade(1, 'x'), correction(2, 'x', 3)] })));
-    const writes = committed(makePlan('c', { fence: FENCE, position: 4, events: [correction(3, 'x', 2), correction(4, 'x', 3)] }), existing);
+    const existing = applied(
+      empty(),
+      committed(makePlan('c', { fence: FENCE, position: 2, events: [trade(1, 'x'), correction(2, 'x', 3)] })),
+    );
+    const writes = committed(
+      makePlan('c', { fence: FENCE, position: 4, events: [correction(3, 'x', 2), correction(4, 'x', 3)] }),
+      existing,
+    );
     expect(writes.counts.noEffect).toBe(2);
     expect(writes.receipts.map((r) => r.outcome)).toEqual(['no_effect', 'no_effect']);
     expect(writes.executions).toEqual([]);
   });
 
   it('holds every unappliable event of the plan unless the policy makes its reason terminal', () => {
-    const events = [correction(1, 'ghost', 2), stagedEvent({ position: 2, kind: 'split', entityId: 'y', data: {} }), trade(3, 'z')];
+    const events = [
+      correction(1, 'ghost', 2),
+      stagedEvent({ position: 2, kind: 'split', entityId: 'y', data: {} }),
+      trade(3, 'z'),
+    ];
     const held = decideCommit(makePlan('c', { fence: FENCE, position: 3, events }), empty());
     expect(held.outcome).toBe('held_quarantine');
     expect(held.outcome === 'held_quarantine' && held.held.map((h) => [h.reason, h.disposition])).toEqual([
       ['unknown_correction_target', 'held'],
       ['unsupported_kind', 'held'],
     ]);
-    const writes = committed(makePlan('c', { fence: FENCE, position: 3, events, terminalReasons: ['unknown_correction_target', 'unsupported_kind'] }));
+    const writes = committed(
+      makePlan('c', {
+        fence: FENCE,
+        position: 3,
+        events,
+        terminalReasons: ['unknown_correction_target', 'unsupported_kind'],
+      }),
+    );
     expect(writes.quarantine.map((q) => q.disposition)).toEqual(['terminal', 'terminal']);
     expect(writes.counts).toMatchObject({ applied: 1, quarantined: 2 });
   });
 
   it('an operator-released record is a durable outcome; a retried one is tried again', () => {
     const ghost = correction(2, 'x', 2);
-    const release: ExistingRows = { ...empty(), quarantine: new Map([[ghost.eventId, { contentHash: ghost.contentHash, disposition: 'terminal' }]]) };
-    expect(committed(makePlan('c', { fence: FENCE, position: 2, events: [ghost] }), release).receipts[0]?.outcome).toBe('quarantined');
+    const release: ExistingRows = {
+      ...empty(),
+      quarantine: new Map([[ghost.eventId, { contentHash: ghost.contentHash, disposition: 'terminal' }]]),
+    };
+    expect(committed(makePlan('c', { fence: FENCE, position: 2, events: [ghost] }), release).receipts[0]?.outcome).toBe(
+      'quarantined',
+    );
     // After a retry decision the target exists now (its trade comes first in this plan): applied.
-    const retry: ExistingRows = { ...empty(), quarantine: new Map([[ghost.eventId, { contentHash: ghost.contentHash, disposition: 'retry' }]]) };
-    expect(committed(makePlan('c', { fence: FENCE, position: 2, events: [trade(1, 'x'), ghost] }), retry).counts.applied).toBe(2);
+    const retry: ExistingRows = {
+      ...empty(),
+      quarantine: new Map([[ghost.eventId, { contentHash: ghost.contentHash, disposition: 'retry' }]]),
+    };
+    expect(
+      committed(makePlan('c', { fence: FENCE, position: 2, events: [trade(1, 'x'), ghost] }), retry).counts.applied,
+    ).toBe(2);
   });
 
   it('writes a whale alert keyed by eventId at or above the threshold only', () => {
     const writes = committed(
-      makePlan('c', { fence: FENCE, position: 2, whaleAlertMinNotional: '50', events: [trade(1, 'big', { price: '0.5', size: '100' }), trade(2, 'small', { price: '0.49', size: '100' })] }),
+      makePlan('c', {
+        fence: FENCE,
+        position: 2,
+        whaleAlertMinNotional: '50',
+        events: [trade(1, 'big', { price: '0.5', size: '100' }), trade(2, 'small', { price: '0.49', size: '100' })],
+      }),
     );
     expect(writes.outbox.map((o) => o.idempotencyKey)).toEqual(['whale_alert:ev-1-1']);
   });
@@ -105,7 +148,10 @@ describe('decideCommit rules', () => {
         { scope: 'b', state: 'ok', position: 2 },
         { scope: 'b', state: 'degraded', position: 2 },
       ]),
-    ).toEqual([{ scope: 'a', state: 'ok', position: 5 }, { scope: 'b', state: 'degraded', position: 2 }]);
+    ).toEqual([
+      { scope: 'a', state: 'ok', position: 5 },
+      { scope: 'b', state: 'degraded', position: 2 },
+    ]);
   });
 });
 
@@ -115,25 +161,61 @@ describe('plan validation', () => {
 
   it('refuses malformed plans', () => {
     invalid(() => validatePlanShape(makePlan('c', { fence: FENCE, position: 5, token: '' })));
-    invalid(() => validatePlanShape(makePlan('c', { fence: FENCE, position: 5, events: [trade(5, 'a'), trade(4, 'b')] })));
-    invalid(() => validatePlanShape(makePlan('c', { fence: FENCE, position: 5, events: [trade(4, 'a', {}, { ordinal: 2 }), trade(4, 'b', {}, { ordinal: 2, eventId: 'z' })] })));
+    invalid(() =>
+      validatePlanShape(makePlan('c', { fence: FENCE, position: 5, events: [trade(5, 'a'), trade(4, 'b')] })),
+    );
+    invalid(() =>
+      validatePlanShape(
+        makePlan('c', {
+          fence: FENCE,
+          position: 5,
+          events: [trade(4, 'a', {}, { ordinal: 2 }), trade(4, 'b', {}, { ordinal: 2, eventId: 'z' })],
+        }),
+      ),
+    );
     invalid(() => validatePlanShape(makePlan('c', { fence: FENCE, position: 5, events: [trade(6, 'a')] })));
-    invalid(() => validatePlanShape(makePlan('c', { fence: FENCE, position: 5, quality: [{ scope: 's', state: 'ok', position: 6 }] })));
-    expect(() => validatePlanShape(makePlan('c', { fence: FENCE, position: 5, events: [trade(4, 'a'), trade(5, 'b')] }))).not.toThrow();
+    invalid(() =>
+      validatePlanShape(
+        makePlan('c', { fence: FENCE, position: 5, quality: [{ scope: 's', state: 'ok', position: 6 }] }),
+      ),
+    );
+    expect(() =>
+      validatePlanShape(makePlan('c', { fence: FENCE, position: 5, events: [trade(4, 'a'), trade(5, 'b')] })),
+    ).not.toThrow();
   });
 
   it('resume and rebind continue the saved journal; explicit starts only consume a decision or start fresh', () => {
     invalid(() => validatePlanAgainstSaved(makePlan('c', { fence: FENCE, position: 2 }), saved));
-    invalid(() => validatePlanAgainstSaved(makePlan('c', { fence: FENCE, position: 5, events: [trade(3, 'a')] }), saved));
+    invalid(() =>
+      validatePlanAgainstSaved(makePlan('c', { fence: FENCE, position: 5, events: [trade(3, 'a')] }), saved),
+    );
     invalid(() => validatePlanAgainstSaved(makePlan('c', { fence: FENCE, position: 5, generation: 2 }), saved));
-    invalid(() => validatePlanAgainstSaved(makePlan('c', { fence: FENCE, position: 5, generation: 3, startMode: 'rebind' }), saved));
-    expect(() => validatePlanAgainstSaved(makePlan('c', { fence: FENCE, position: 5, generation: 2, startMode: 'rebind' }), saved)).not.toThrow();
+    invalid(() =>
+      validatePlanAgainstSaved(makePlan('c', { fence: FENCE, position: 5, generation: 3, startMode: 'rebind' }), saved),
+    );
+    expect(() =>
+      validatePlanAgainstSaved(makePlan('c', { fence: FENCE, position: 5, generation: 2, startMode: 'rebind' }), saved),
+    ).not.toThrow();
     // live_cut without a decision behaves like the session's continuation; with one it may go anywhere.
     invalid(() => validatePlanAgainstSaved(makePlan('c', { fence: FENCE, position: 1, startMode: 'live_cut' }), saved));
-    expect(() => validatePlanAgainstSaved(makePlan('c', { fence: FENCE, position: 1, startMode: 'live_cut' }), { ...saved, pendingStart: 'live_cut' })).not.toThrow();
-    invalid(() => validatePlanAgainstSaved(makePlan('c', { fence: FENCE, position: 1, startMode: 'live_cut' }), { ...saved, pendingStart: 'from_floor' }));
-    invalid(() => validatePlanAgainstSaved(makePlan('c', { fence: FENCE, position: 5 }), { ...saved, pendingStart: 'from_floor' }));
-    invalid(() => validatePlanAgainstSaved(makePlan('c', { fence: FENCE, position: 5 }), { ...saved, abandoned: true }));
+    expect(() =>
+      validatePlanAgainstSaved(makePlan('c', { fence: FENCE, position: 1, startMode: 'live_cut' }), {
+        ...saved,
+        pendingStart: 'live_cut',
+      }),
+    ).not.toThrow();
+    invalid(() =>
+      validatePlanAgainstSaved(makePlan('c', { fence: FENCE, position: 1, startMode: 'live_cut' }), {
+        ...saved,
+        pendingStart: 'from_floor',
+      }),
+    );
+    invalid(() =>
+      validatePlanAgainstSaved(makePlan('c', { fence: FENCE, position: 5 }), { ...saved, pendingStart: 'from_floor' }),
+    );
+    invalid(() =>
+      validatePlanAgainstSaved(makePlan('c', { fence: FENCE, position: 5 }), { ...saved, abandoned: true }),
+    );
   });
 });
 
@@ -162,7 +244,8 @@ const planOf = (events: StagedEvent[], position: number) =>
 
 function volumesAfter(existing: ExistingRows): Map<string, string> {
   const sums = new Map<string, Decimal>();
-  for (const e of existing.executions.values()) sums.set(e.market, addDecimal(sums.get(e.market) ?? { units: 0n, scale: 0 }, parseDecimal(e.notional)));
+  for (const e of existing.executions.values())
+    sums.set(e.market, addDecimal(sums.get(e.market) ?? { units: 0n, scale: 0 }, parseDecimal(e.notional)));
   return new Map([...sums].map(([m, d]) => [m, formatDecimal(d)]));
 }
 
@@ -202,9 +285,12 @@ describe('decideCommit properties', () => {
         const after = applied(before, writes);
         const expected = new Map<string, Decimal>();
         for (const [m, v] of volumesAfter(after)) expected.set(m, parseDecimal(v));
-        for (const [m, v] of volumesAfter(before)) expected.set(m, subDecimal(expected.get(m) ?? { units: 0n, scale: 0 }, parseDecimal(v)));
+        for (const [m, v] of volumesAfter(before))
+          expected.set(m, subDecimal(expected.get(m) ?? { units: 0n, scale: 0 }, parseDecimal(v)));
         const nonZero = [...expected].filter(([, d]) => d.units !== 0n).map(([m, d]) => [m, formatDecimal(d)]);
-        const deltas = writes.marketDeltas.filter((d) => parseDecimal(d.volume).units !== 0n).map((d) => [d.market, d.volume]);
+        const deltas = writes.marketDeltas
+          .filter((d) => parseDecimal(d.volume).units !== 0n)
+          .map((d) => [d.market, d.volume]);
         expect(deltas.sort()).toEqual(nonZero.sort());
         const newExecutions = after.executions.size - before.executions.size;
         expect(writes.marketDeltas.reduce((n, d) => n + d.count, 0)).toBe(newExecutions);

@@ -1,6 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { addDecimal, compareDecimal, formatDecimal, notional, parseDecimal, subDecimal } from '../../protocol/decimal.js';
+import {
+  addDecimal,
+  compareDecimal,
+  formatDecimal,
+  notional,
+  parseDecimal,
+  subDecimal,
+} from '../../protocol/decimal.js';
 
 const decimalText = fc
   .tuple(fc.bigInt({ min: 0n, max: 10n ** 12n }), fc.integer({ min: 0, max: 8 }))

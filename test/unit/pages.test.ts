@@ -5,7 +5,13 @@ import { describe, expect, it } from 'vitest';
 import { eventContentHash } from '../../protocol/canonical.js';
 import type { PageEvent } from '../../protocol/codec.js';
 import { backoffDelay } from '../../protocol/backoff.js';
-import { chunkByPosition, classifyPage, journalOrderProblem, splitAtApplied, stagePageEvents } from '../../protocol/pages.js';
+import {
+  chunkByPosition,
+  classifyPage,
+  journalOrderProblem,
+  splitAtApplied,
+  stagePageEvents,
+} from '../../protocol/pages.js';
 import type { StagedEvent } from '../../protocol/types.js';
 import { trade } from '../db/fixtures.js';
 
@@ -27,13 +33,22 @@ describe('classifyPage', () => {
 
   it('a page whose next equals the request cursor is non-advancing; nothing new when no event is above the applied position', () => {
     expect(classifyPage('C7', { next: 'C7', events: [] }, 105)).toEqual({ kind: 'non_advancing', nothingNew: true });
-    expect(classifyPage('C7', { next: 'C7', events: [event(104), event(105)] }, 105)).toEqual({ kind: 'non_advancing', nothingNew: true });
-    expect(classifyPage('C7', { next: 'C7', events: [event(104), event(106)] }, 105)).toEqual({ kind: 'non_advancing', nothingNew: false });
+    expect(classifyPage('C7', { next: 'C7', events: [event(104), event(105)] }, 105)).toEqual({
+      kind: 'non_advancing',
+      nothingNew: true,
+    });
+    expect(classifyPage('C7', { next: 'C7', events: [event(104), event(106)] }, 105)).toEqual({
+      kind: 'non_advancing',
+      nothingNew: false,
+    });
   });
 
   it('an empty page with a new token is a zero-item page; the first page (no cursor) always advances', () => {
     expect(classifyPage('C7', { next: 'C8', events: [] }, 105)).toEqual({ kind: 'advancing', zeroItem: true });
-    expect(classifyPage('C7', { next: 'C8', events: [event(106)] }, 105)).toEqual({ kind: 'advancing', zeroItem: false });
+    expect(classifyPage('C7', { next: 'C8', events: [event(106)] }, 105)).toEqual({
+      kind: 'advancing',
+      zeroItem: false,
+    });
     expect(classifyPage(null, { next: 'C1', events: [] }, 0)).toEqual({ kind: 'advancing', zeroItem: true });
   });
 });
@@ -87,7 +102,10 @@ describe('splitAtApplied', () => {
 describe('chunkByPosition', () => {
   it('cuts after whole positions once a chunk holds chunkSize events', () => {
     const events = [at(1), at(2), at(2, 2), at(2, 3), at(3), at(4)];
-    expect(chunkByPosition(events, 2).map((c) => c.map((e) => `${e.position}/${e.ordinal}`))).toEqual([['1/1', '2/1', '2/2', '2/3'], ['3/1', '4/1']]);
+    expect(chunkByPosition(events, 2).map((c) => c.map((e) => `${e.position}/${e.ordinal}`))).toEqual([
+      ['1/1', '2/1', '2/2', '2/3'],
+      ['3/1', '4/1'],
+    ]);
     expect(chunkByPosition(events, 1).map((c) => c.length)).toEqual([1, 3, 1, 1]);
     expect(chunkByPosition([], 3)).toEqual([]);
     expect(() => chunkByPosition(events, 0)).toThrow(RangeError);
@@ -114,7 +132,9 @@ describe('backoffDelay', () => {
   const backoff = { maxAttempts: 5, initialMs: 100, maxMs: 1000 };
 
   it('doubles from initialMs, is capped at maxMs, and honours a longer server hint', () => {
-    expect([1, 2, 3, 4, 5, 6].map((attempt) => backoffDelay(backoff, attempt))).toEqual([100, 200, 400, 800, 1000, 1000]);
+    expect([1, 2, 3, 4, 5, 6].map((attempt) => backoffDelay(backoff, attempt))).toEqual([
+      100, 200, 400, 800, 1000, 1000,
+    ]);
     expect(backoffDelay(backoff, 1, 5000)).toBe(5000);
     expect(backoffDelay(backoff, 4, 50)).toBe(800);
   });

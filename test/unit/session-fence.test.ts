@@ -52,7 +52,11 @@ describe('SessionFence', () => {
   it("an old epoch's callback changes nothing and produces no ACK", () => {
     // Each connection runs the same stream; commit callbacks of any connection run at random moments.
     const frames = framesFor({ journal: [], checkpointAfter: [], cut: 3 }).slice(0, -1);
-    const op = fc.oneof(fc.constant({ op: 'connect' as const }), fc.constant({ op: 'close' as const }), fc.nat({ max: 5 }).map((age) => ({ op: 'callback' as const, age })));
+    const op = fc.oneof(
+      fc.constant({ op: 'connect' as const }),
+      fc.constant({ op: 'close' as const }),
+      fc.nat({ max: 5 }).map((age) => ({ op: 'callback' as const, age })),
+    );
     fc.assert(
       fc.property(fc.array(op, { maxLength: 30 }), (ops) => {
         const fence = new SessionFence();

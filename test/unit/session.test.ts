@@ -28,8 +28,24 @@ const simple: Scenario = {
       position: 2,
       sourceEventCount: 3,
       events: [
-        { ordinal: 1, eventId: 'e1', kind: 'trade', entityId: 'x1', revision: 1, observedAt: '2026-01-02T00:00:00Z', data: { market: 'm', asset: 'a', side: 'BUY', price: '0.5', size: '10', wallet: 'w', txHash: '0x1' } },
-        { ordinal: 3, eventId: 'e3', kind: 'trade', entityId: 'x2', revision: 1, observedAt: '2026-01-01T00:00:00Z', data: { market: 'm', asset: 'a', side: 'SELL', price: '0.4', size: '5', wallet: 'w', txHash: '0x2' } },
+        {
+          ordinal: 1,
+          eventId: 'e1',
+          kind: 'trade',
+          entityId: 'x1',
+          revision: 1,
+          observedAt: '2026-01-02T00:00:00Z',
+          data: { market: 'm', asset: 'a', side: 'BUY', price: '0.5', size: '10', wallet: 'w', txHash: '0x1' },
+        },
+        {
+          ordinal: 3,
+          eventId: 'e3',
+          kind: 'trade',
+          entityId: 'x2',
+          revision: 1,
+          observedAt: '2026-01-01T00:00:00Z',
+          data: { market: 'm', asset: 'a', side: 'SELL', price: '0.4', size: '5', wallet: 'w', txHash: '0x2' },
+        },
       ],
     },
     { position: 4, sourceEventCount: 1, events: [], quality: { position: 4, scope: 'polygon', state: 'degraded' } },
@@ -53,7 +69,16 @@ describe('Session: valid streams', () => {
     const { sent, plans, acks, ended, session } = drive(frames);
     expect(ended).toBeNull();
     expect(sent[0]).toEqual({ type: 'authenticate' });
-    expect(sent[1]).toMatchObject({ type: 'send', frame: { type: 'subscribe', consumerId: 'c1', subscriptionId: 's1', filter: FILTER, start: { mode: 'from_floor' } } });
+    expect(sent[1]).toMatchObject({
+      type: 'send',
+      frame: {
+        type: 'subscribe',
+        consumerId: 'c1',
+        subscriptionId: 's1',
+        filter: FILTER,
+        start: { mode: 'from_floor' },
+      },
+    });
     expect(plans).toHaveLength(1);
     expect(acks).toEqual([{ position: 5, token: 'tok-1', generation: 1 }]);
     expect(session.caughtUp).toBe(true);
@@ -65,7 +90,13 @@ describe('Session: valid streams', () => {
       { position: 0, scope: 'polygon', state: 'ok' },
       { position: 4, scope: 'polygon', state: 'degraded' },
     ]);
-    expect(plan.binding).toMatchObject({ stream: 'polymarket', historyId: 'h1', generation: 1, filterHash: filterHash(FILTER), mappings: { a1: { market: 'm1', outcome: 'YES' } } });
+    expect(plan.binding).toMatchObject({
+      stream: 'polymarket',
+      historyId: 'h1',
+      generation: 1,
+      filterHash: filterHash(FILTER),
+      mappings: { a1: { market: 'm1', outcome: 'YES' } },
+    });
   });
 
   it('accepts any valid frame stream and stages it in journal order, never observedAt order', () => {
@@ -75,11 +106,15 @@ describe('Session: valid streams', () => {
         expect(ended).toBeNull();
         expect(session.caughtUp).toBe(true);
         const staged = plans.flatMap((p) => p.events);
-        expect(staged.map((e) => ({ position: e.position, ordinal: e.ordinal, eventId: e.eventId }))).toEqual(matchedInJournalOrder(scenario));
+        expect(staged.map((e) => ({ position: e.position, ordinal: e.ordinal, eventId: e.eventId }))).toEqual(
+          matchedInJournalOrder(scenario),
+        );
         for (const e of staged) expect(e.contentHash).toBe(eventContentHash(e, e.position));
         // every checkpoint is committed once and ACKed once, in order; only the last reaches the cut
         expect(acks.map((a) => a.position)).toEqual(plans.map((p) => p.checkpoint.position));
-        expect(plans.map((p) => p.checkpoint.cutReached)).toEqual(plans.map((p) => p.checkpoint.position >= scenario.cut));
+        expect(plans.map((p) => p.checkpoint.cutReached)).toEqual(
+          plans.map((p) => p.checkpoint.position >= scenario.cut),
+        );
         expect(plans.map((p) => p.fence.version)).toEqual(plans.map((_, i) => i));
       }),
     );
@@ -88,21 +123,28 @@ describe('Session: valid streams', () => {
   it('rejects any duplicated, dropped, reordered or resequenced frame', () => {
     const mutation = fc.constantFrom('duplicate', 'drop', 'swap', 'resequence' as const);
     fc.assert(
-      fc.property(scenarioArb, mutation, fc.nat(), fc.integer({ min: -3, max: 3 }).filter((d) => d !== 0), (scenario, kind, pick, delta) => {
-        const frames = framesFor(scenario);
-        // The last frame cannot be dropped detectably (nothing follows it); every other index can.
-        const i = pick % (frames.length - 1);
-        const mutated = [...frames];
-        if (kind === 'duplicate') mutated.splice(i + 1, 0, frames[i]!);
-        if (kind === 'drop') mutated.splice(i, 1);
-        if (kind === 'swap') [mutated[i], mutated[i + 1]] = [frames[i + 1]!, frames[i]!];
-        if (kind === 'resequence') mutated[i] = { ...frames[i]!, frameSequence: Math.max(1, frames[i]!.frameSequence + delta) };
-        if (kind === 'resequence' && mutated[i]!.frameSequence === frames[i]!.frameSequence) return;
-        const { ended, acks } = drive(mutated);
-        expect(ended?.type).toBe('reconnect');
-        // nothing after the faulty frame was ACKed
-        expect(acks.length).toBeLessThanOrEqual(drive(frames.slice(0, i + 1)).acks.length);
-      }),
+      fc.property(
+        scenarioArb,
+        mutation,
+        fc.nat(),
+        fc.integer({ min: -3, max: 3 }).filter((d) => d !== 0),
+        (scenario, kind, pick, delta) => {
+          const frames = framesFor(scenario);
+          // The last frame cannot be dropped detectably (nothing follows it); every other index can.
+          const i = pick % (frames.length - 1);
+          const mutated = [...frames];
+          if (kind === 'duplicate') mutated.splice(i + 1, 0, frames[i]!);
+          if (kind === 'drop') mutated.splice(i, 1);
+          if (kind === 'swap') [mutated[i], mutated[i + 1]] = [frames[i + 1]!, frames[i]!];
+          if (kind === 'resequence')
+            mutated[i] = { ...frames[i]!, frameSequence: Math.max(1, frames[i]!.frameSequence + delta) };
+          if (kind === 'resequence' && mutated[i]!.frameSequence === frames[i]!.frameSequence) return;
+          const { ended, acks } = drive(mutated);
+          expect(ended?.type).toBe('reconnect');
+          // nothing after the faulty frame was ACKed
+          expect(acks.length).toBeLessThanOrEqual(drive(frames.slice(0, i + 1)).acks.length);
+        },
+      ),
     );
   });
 
@@ -151,7 +193,10 @@ describe('Session: valid streams', () => {
         for (const plan of plans) expect(plan.events.length).toBeLessThanOrEqual(maxEvents);
       }),
     );
-    const bytes = violationOf(framesFor(simple), sessionOptions({ staging: { maxEvents: 100, maxBytes: 100, maxAgeMs: 60_000 } }));
+    const bytes = violationOf(
+      framesFor(simple),
+      sessionOptions({ staging: { maxEvents: 100, maxBytes: 100, maxAgeMs: 60_000 } }),
+    );
     expect(bytes).toMatchObject({ code: 'staging_bound_exceeded', bound: 'bytes', limit: 100 });
   });
 
@@ -179,7 +224,23 @@ describe('Session: valid streams', () => {
 
   it('stages unsupported kinds for quarantine instead of rejecting them', () => {
     const scenario: Scenario = {
-      journal: [{ position: 1, sourceEventCount: 1, events: [{ ordinal: 1, eventId: 'u1', kind: 'mystery', entityId: 'x', revision: 1, observedAt: 'n/a', data: { any: 1 } }] }],
+      journal: [
+        {
+          position: 1,
+          sourceEventCount: 1,
+          events: [
+            {
+              ordinal: 1,
+              eventId: 'u1',
+              kind: 'mystery',
+              entityId: 'x',
+              revision: 1,
+              observedAt: 'n/a',
+              data: { any: 1 },
+            },
+          ],
+        },
+      ],
       checkpointAfter: [],
       cut: 1,
     };
@@ -192,7 +253,8 @@ describe('Session: valid streams', () => {
 describe('Session: each check names the frame type and field', () => {
   const frames = framesFor(simple);
   const at = (type: ServerFrame['type']) => indexOf(frames, type);
-  const patch = (index: number, change: Record<string, unknown>): ServerFrame[] => frames.map((f, i) => (i === index ? ({ ...f, ...change }) : f));
+  const patch = (index: number, change: Record<string, unknown>): ServerFrame[] =>
+    frames.map((f, i) => (i === index ? { ...f, ...change } : f));
   const batch = frames[at('batch')] as Extract<ServerFrame, { type: 'batch' }>;
 
   const cases: [string, ServerFrame[], string, string, RegExp?][] = [
@@ -200,16 +262,38 @@ describe('Session: each check names the frame type and field', () => {
     ['hello not first', resequence(frames.slice(1)), 'authenticated', 'type'],
     ['subscribed consumerId', patch(at('subscribed'), { consumerId: 'other' }), 'subscribed', 'consumerId'],
     ['subscribed subscriptionId', patch(at('subscribed'), { subscriptionId: 'other' }), 'subscribed', 'subscriptionId'],
-    ['subscribed filterHash', patch(at('subscribed'), { filterHash: filterHash({ kinds: ['trade'] }) }), 'subscribed', 'filterHash'],
+    [
+      'subscribed filterHash',
+      patch(at('subscribed'), { filterHash: filterHash({ kinds: ['trade'] }) }),
+      'subscribed',
+      'filterHash',
+    ],
     ['cut below start', patch(at('subscribed'), { startPosition: 9 }), 'subscribed', 'cut.position'],
-    ['snapshot not at the cut', patch(at('subscribed'), { sourceQuality: { asOf: 3, scopes: [] } }), 'subscribed', 'sourceQuality.asOf'],
+    [
+      'snapshot not at the cut',
+      patch(at('subscribed'), { sourceQuality: { asOf: 3, scopes: [] } }),
+      'subscribed',
+      'sourceQuality.asOf',
+    ],
     ['batch generation', patch(at('batch'), { generation: 2 }), 'batch', 'generation'],
     ['batch position not above start', patch(at('subscribed'), { startPosition: 2 }), 'batch', 'position'],
     ['events vs matchedEventCount', patch(at('batch'), { matchedEventCount: 3 }), 'batch', 'matchedEventCount'],
-    ['matched above source count', patch(at('batch'), { sourceEventCount: 1, matchedEventCount: 2 }), 'batch', 'matchedEventCount'],
+    [
+      'matched above source count',
+      patch(at('batch'), { sourceEventCount: 1, matchedEventCount: 2 }),
+      'batch',
+      'matchedEventCount',
+    ],
     ['ordinal order', patch(at('batch'), { events: [...batch.events].reverse() }), 'batch', 'events.1.ordinal'],
     ['ordinal above source count', patch(at('batch'), { sourceEventCount: 2 }), 'batch', 'events.1.ordinal'],
-    ['malformed trade data', patch(at('batch'), { events: [{ ...batch.events[0]!, data: { ...batch.events[0]!.data, price: '1.5' } }, batch.events[1]!] }), 'batch', 'events.data.price'],
+    [
+      'malformed trade data',
+      patch(at('batch'), {
+        events: [{ ...batch.events[0]!, data: { ...batch.events[0]!.data, price: '1.5' } }, batch.events[1]!],
+      }),
+      'batch',
+      'events.data.price',
+    ],
     ['quality generation', patch(at('quality'), { generation: 3 }), 'quality', 'generation'],
     ['quality behind the journal', patch(at('quality'), { position: 1 }), 'quality', 'position'],
     ['checkpoint generation', patch(at('checkpoint'), { generation: 2 }), 'checkpoint', 'generation'],
@@ -230,13 +314,22 @@ describe('Session: each check names the frame type and field', () => {
   });
 
   it('a checkpoint that arrives before the cut is reached does not satisfy caught_up', () => {
-    const early = resequence([...frames.slice(0, at('checkpoint')), { ...frames[at('checkpoint')]!, position: 4 } as ServerFrame, frames[at('caught_up')]!]);
+    const early = resequence([
+      ...frames.slice(0, at('checkpoint')),
+      { ...frames[at('checkpoint')]!, position: 4 } as ServerFrame,
+      frames[at('caught_up')]!,
+    ]);
     expect(violationOf(early)).toMatchObject({ frameType: 'caught_up', field: 'cut.position' });
   });
 });
 
 describe('Session: resume and rebind checks', () => {
-  const resumeOpts = sessionOptions({ start: { mode: 'resume', token: 'tok-saved' }, saved: savedBinding(), committedPosition: 3, fence: { leaseEpoch: 2, version: 7 } });
+  const resumeOpts = sessionOptions({
+    start: { mode: 'resume', token: 'tok-saved' },
+    saved: savedBinding(),
+    committedPosition: 3,
+    fence: { leaseEpoch: 2, version: 7 },
+  });
   const resumeFrames = framesFor({ journal: [], checkpointAfter: [], cut: 2 }, { startPosition: 3 });
 
   it('resumes from the committed position with the saved generation and fences with the loaded version', () => {
@@ -247,17 +340,34 @@ describe('Session: resume and rebind checks', () => {
   });
 
   it('requires startPosition to equal the committed position', () => {
-    expect(violationOf(framesFor({ journal: [], checkpointAfter: [], cut: 2 }, { startPosition: 2 }), resumeOpts)).toMatchObject({ frameType: 'subscribed', field: 'startPosition' });
+    expect(
+      violationOf(framesFor({ journal: [], checkpointAfter: [], cut: 2 }, { startPosition: 2 }), resumeOpts),
+    ).toMatchObject({ frameType: 'subscribed', field: 'startPosition' });
   });
 
   it('requires the saved generation on resume and saved + 1 on rebind', () => {
-    expect(violationOf(framesFor({ journal: [], checkpointAfter: [], cut: 2 }, { startPosition: 3, generation: 2 }), resumeOpts)).toMatchObject({ frameType: 'subscribed', field: 'generation' });
+    expect(
+      violationOf(
+        framesFor({ journal: [], checkpointAfter: [], cut: 2 }, { startPosition: 3, generation: 2 }),
+        resumeOpts,
+      ),
+    ).toMatchObject({ frameType: 'subscribed', field: 'generation' });
     const rebindFilter = { kinds: ['trade'] };
-    const rebind = sessionOptions({ ...resumeOpts, start: { mode: 'rebind', token: 'tok-saved' }, filter: rebindFilter });
-    const g2 = framesFor({ journal: [], checkpointAfter: [], cut: 2 }, { startPosition: 3, generation: 2, filter: rebindFilter });
+    const rebind = sessionOptions({
+      ...resumeOpts,
+      start: { mode: 'rebind', token: 'tok-saved' },
+      filter: rebindFilter,
+    });
+    const g2 = framesFor(
+      { journal: [], checkpointAfter: [], cut: 2 },
+      { startPosition: 3, generation: 2, filter: rebindFilter },
+    );
     expect(drive(g2, rebind).ended).toBeNull();
     expect(drive(g2, rebind).plans[0]!.binding).toMatchObject({ generation: 2, filter: rebindFilter });
-    const g1 = framesFor({ journal: [], checkpointAfter: [], cut: 2 }, { startPosition: 3, generation: 1, filter: rebindFilter });
+    const g1 = framesFor(
+      { journal: [], checkpointAfter: [], cut: 2 },
+      { startPosition: 3, generation: 1, filter: rebindFilter },
+    );
     expect(violationOf(g1, rebind)).toMatchObject({ frameType: 'subscribed', field: 'generation' });
   });
 
@@ -266,7 +376,13 @@ describe('Session: resume and rebind checks', () => {
     const { ended, sent } = drive(rebuilt, resumeOpts);
     expect(ended).toEqual({
       type: 'stop',
-      stop: { kind: 'reset_required', reason: 'history_rebuilt', history: { id: 'h2', floor: 0, head: 5 }, refusedToken: 'tok-saved', detectedLocally: true },
+      stop: {
+        kind: 'reset_required',
+        reason: 'history_rebuilt',
+        history: { id: 'h2', floor: 0, head: 5 },
+        refusedToken: 'tok-saved',
+        detectedLocally: true,
+      },
     });
     expect(sent).toEqual([]); // not even authenticated
   });
@@ -278,9 +394,24 @@ describe('Session: server stops', () => {
 
   it('reset_required stops with the refused token and never asks for live_cut', () => {
     const history = { id: 'h1', floor: 10, head: 20 };
-    expect(stopAfterAuth({ v: 1, type: 'reset_required', frameSequence: 0, reason: 'cursor_expired', token: 'tok-old', history })).toEqual({
+    expect(
+      stopAfterAuth({
+        v: 1,
+        type: 'reset_required',
+        frameSequence: 0,
+        reason: 'cursor_expired',
+        token: 'tok-old',
+        history,
+      }),
+    ).toEqual({
       type: 'stop',
-      stop: { kind: 'reset_required', reason: 'cursor_expired', history, refusedToken: 'tok-old', detectedLocally: false },
+      stop: {
+        kind: 'reset_required',
+        reason: 'cursor_expired',
+        history,
+        refusedToken: 'tok-old',
+        detectedLocally: false,
+      },
     });
   });
 
@@ -291,11 +422,22 @@ describe('Session: server stops', () => {
     ['unauthorized', { kind: 'failed', code: 'unauthorized' }],
     ['protocol_violation', { kind: 'failed', code: 'protocol_violation' }],
   ])('error %s', (code, stop) => {
-    expect(stopAfterAuth({ v: 1, type: 'error', frameSequence: 0, code, retryable: false, retryAfterMs: 250, message: 'm' })).toMatchObject({ type: 'stop', stop });
+    expect(
+      stopAfterAuth({ v: 1, type: 'error', frameSequence: 0, code, retryable: false, retryAfterMs: 250, message: 'm' }),
+    ).toMatchObject({ type: 'stop', stop });
   });
 
   it('stale_generation drops the session to start clean', () => {
-    expect(stopAfterAuth({ v: 1, type: 'error', frameSequence: 0, code: 'stale_generation', retryable: false, message: 'ack for generation 1' })).toMatchObject({
+    expect(
+      stopAfterAuth({
+        v: 1,
+        type: 'error',
+        frameSequence: 0,
+        code: 'stale_generation',
+        retryable: false,
+        message: 'ack for generation 1',
+      }),
+    ).toMatchObject({
       type: 'reconnect',
       error: { code: 'stale_generation' },
     });

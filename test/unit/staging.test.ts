@@ -5,11 +5,24 @@ import { ProtocolViolation } from '../../protocol/session-fence.js';
 import { StagingBoundExceeded, StagingBuffer, type StagingContext } from '../../protocol/staging.js';
 import { FILTER } from './stream-fixtures.js';
 
-const commit = { fence: { leaseEpoch: 1, version: 3 }, quarantinePolicy: { terminalReasons: [] }, actions: { whaleAlertMinNotional: null } };
+const commit = {
+  fence: { leaseEpoch: 1, version: 3 },
+  quarantinePolicy: { terminalReasons: [] },
+  actions: { whaleAlertMinNotional: null },
+};
 
 function buffer(overrides: Partial<StagingContext> = {}): StagingBuffer {
   return new StagingBuffer({
-    binding: { consumerId: 'c1', subscriptionId: 's1', stream: 'polymarket', historyId: 'h1', filter: FILTER, filterHash: filterHash(FILTER), generation: 2, mappings: {} },
+    binding: {
+      consumerId: 'c1',
+      subscriptionId: 's1',
+      stream: 'polymarket',
+      historyId: 'h1',
+      filter: FILTER,
+      filterHash: filterHash(FILTER),
+      generation: 2,
+      mappings: {},
+    },
     startMode: 'resume',
     startPosition: 10,
     cut: { position: 20, snapshot: [{ position: 15, scope: 'clob', state: 'ok' }] },
@@ -29,16 +42,37 @@ const batch = (position: number, ordinals = [1]): ServerFrameOf<'batch'> => ({
   deliveryMode: 'replay',
   sourceEventCount: Math.max(...ordinals),
   matchedEventCount: ordinals.length,
-  events: ordinals.map((ordinal) => ({ ordinal, eventId: `e${position}.${ordinal}`, kind: 'trade', entityId: `x${position}`, revision: 1, observedAt: '2026-01-01T00:00:00Z', data: trade })),
+  events: ordinals.map((ordinal) => ({
+    ordinal,
+    eventId: `e${position}.${ordinal}`,
+    kind: 'trade',
+    entityId: `x${position}`,
+    revision: 1,
+    observedAt: '2026-01-01T00:00:00Z',
+    data: trade,
+  })),
 });
-const checkpoint = (position: number, batchCount: number, token = `t${position}`): ServerFrameOf<'checkpoint'> => ({ v: 1, type: 'checkpoint', frameSequence: 1, generation: 2, position, token, batchCount });
+const checkpoint = (position: number, batchCount: number, token = `t${position}`): ServerFrameOf<'checkpoint'> => ({
+  v: 1,
+  type: 'checkpoint',
+  frameSequence: 1,
+  generation: 2,
+  position,
+  token,
+  batchCount,
+});
 
 describe('StagingBuffer', () => {
   it('hands a checkpoint plan with the fence, binding and events, then starts empty', () => {
     const staging = buffer();
     staging.stageBatch(batch(11, [1, 3]));
     const plan = staging.checkpoint(checkpoint(12, 1), commit);
-    expect(plan).toMatchObject({ consumerId: 'c1', fence: commit.fence, startMode: 'resume', checkpoint: { position: 12, token: 't12', generation: 2, cutPosition: 20, cutReached: false } });
+    expect(plan).toMatchObject({
+      consumerId: 'c1',
+      fence: commit.fence,
+      startMode: 'resume',
+      checkpoint: { position: 12, token: 't12', generation: 2, cutPosition: 20, cutReached: false },
+    });
     expect(plan.events.map((e) => e.eventId)).toEqual(['e11.1', 'e11.3']);
     expect(plan.qualityNotices).toEqual([]);
     expect(staging.size).toEqual({ events: 0, bytes: 0, batches: 0, notices: 0 });
@@ -51,7 +85,16 @@ describe('StagingBuffer', () => {
 
   it('adds the cut snapshot once, on the checkpoint that reaches the cut, merged in journal order', () => {
     const staging = buffer();
-    staging.stageQuality({ v: 1, type: 'quality', frameSequence: 1, generation: 2, position: 12, scope: 'clob', state: 'gap', deliveryMode: 'replay' });
+    staging.stageQuality({
+      v: 1,
+      type: 'quality',
+      frameSequence: 1,
+      generation: 2,
+      position: 12,
+      scope: 'clob',
+      state: 'gap',
+      deliveryMode: 'replay',
+    });
     expect(staging.checkpoint(checkpoint(20, 0), commit).qualityNotices).toEqual([
       { position: 12, scope: 'clob', state: 'gap' },
       { position: 15, scope: 'clob', state: 'ok' },
@@ -65,7 +108,9 @@ describe('StagingBuffer', () => {
     const staging = buffer();
     staging.checkpoint(checkpoint(13, 0), commit);
     expect(() => staging.stageBatch(batch(13))).toThrow(ProtocolViolation);
-    expect(() => staging.stageBatch(batch(13))).toThrow(/batch frame at position: 13 is not above the previous batch\/checkpoint position 13/);
+    expect(() => staging.stageBatch(batch(13))).toThrow(
+      /batch frame at position: 13 is not above the previous batch\/checkpoint position 13/,
+    );
   });
 
   it('refuses a checkpoint behind the previous one', () => {

@@ -2,7 +2,13 @@
 // them, and a driver that feeds a Session and commits every plan it asks for.
 import fc from 'fast-check';
 import { filterHash } from '../../protocol/canonical.js';
-import { PROTOCOL_NAME, type ServerFrame, type ServerFrameBody, type StreamFilter, type WireEvent } from '../../protocol/codec.js';
+import {
+  PROTOCOL_NAME,
+  type ServerFrame,
+  type ServerFrameBody,
+  type StreamFilter,
+  type WireEvent,
+} from '../../protocol/codec.js';
 import { Session, type SessionAction, type SessionOptions } from '../../protocol/session.js';
 import type { CheckpointPlan, QualityNotice } from '../../protocol/types.js';
 
@@ -32,11 +38,20 @@ export const journalArb = fc
   .array(
     fc.record({
       gap: fc.integer({ min: 1, max: 4 }),
-      quality: fc.option(fc.record({ scope: fc.constantFrom('polygon', 'clob'), state: fc.constantFrom('ok' as const, 'degraded' as const, 'gap' as const) }), { freq: 5 }),
+      quality: fc.option(
+        fc.record({
+          scope: fc.constantFrom('polygon', 'clob'),
+          state: fc.constantFrom('ok' as const, 'degraded' as const, 'gap' as const),
+        }),
+        { freq: 5 },
+      ),
       sourceEventCount: fc.integer({ min: 1, max: 4 }),
       matchMask: fc.array(fc.boolean(), { minLength: 4, maxLength: 4 }),
       kinds: fc.array(fc.constantFrom('trade', 'trade', 'correction', 'mystery'), { minLength: 4, maxLength: 4 }),
-      observedAt: fc.array(fc.date({ min: new Date('2020-01-01'), max: new Date('2030-01-01'), noInvalidDate: true }), { minLength: 4, maxLength: 4 }),
+      observedAt: fc.array(fc.date({ min: new Date('2020-01-01'), max: new Date('2030-01-01'), noInvalidDate: true }), {
+        minLength: 4,
+        maxLength: 4,
+      }),
     }),
     { maxLength: 25 },
   )
@@ -72,11 +87,17 @@ export interface Scenario {
 }
 
 export const scenarioArb: fc.Arbitrary<Scenario> = journalArb.chain((journal) =>
-  fc.record({
-    journal: fc.constant(journal),
-    checkpointAfter: fc.subarray(journal.map((_, i) => i)),
-    tail: fc.integer({ min: 0, max: 3 }),
-  }).map(({ journal: j, checkpointAfter, tail }) => ({ journal: j, checkpointAfter, cut: (j.at(-1)?.position ?? 0) + tail })),
+  fc
+    .record({
+      journal: fc.constant(journal),
+      checkpointAfter: fc.subarray(journal.map((_, i) => i)),
+      tail: fc.integer({ min: 0, max: 3 }),
+    })
+    .map(({ journal: j, checkpointAfter, tail }) => ({
+      journal: j,
+      checkpointAfter,
+      cut: (j.at(-1)?.position ?? 0) + tail,
+    })),
 );
 
 export interface StreamOptions {
@@ -94,7 +115,14 @@ export function framesFor(scenario: Scenario, opts: StreamOptions = {}): ServerF
   const start = opts.startPosition ?? 0;
   const shift = (p: number) => p + start;
   const bodies: ServerFrameBody[] = [
-    { type: 'hello', frameSequence: 0, protocol: PROTOCOL_NAME, connectionId: 'conn-1', stream: 'polymarket', history: { id: opts.historyId ?? 'h1', floor: 0, head: shift(scenario.cut) } },
+    {
+      type: 'hello',
+      frameSequence: 0,
+      protocol: PROTOCOL_NAME,
+      connectionId: 'conn-1',
+      stream: 'polymarket',
+      history: { id: opts.historyId ?? 'h1', floor: 0, head: shift(scenario.cut) },
+    },
     { type: 'authenticated', frameSequence: 0, principal: 'tester' },
     {
       type: 'subscribed',
@@ -113,14 +141,38 @@ export function framesFor(scenario: Scenario, opts: StreamOptions = {}): ServerF
   let token = 0;
   const checkpoint = (position: number) => {
     token += 1;
-    bodies.push({ type: 'checkpoint', frameSequence: 0, generation, position, token: `tok-${token}`, batchCount: batches });
+    bodies.push({
+      type: 'checkpoint',
+      frameSequence: 0,
+      generation,
+      position,
+      token: `tok-${token}`,
+      batchCount: batches,
+    });
     batches = 0;
   };
   scenario.journal.forEach((t, i) => {
     if (t.quality) {
-      bodies.push({ type: 'quality', frameSequence: 0, generation, position: shift(t.position), scope: t.quality.scope, state: t.quality.state, deliveryMode: 'replay' });
+      bodies.push({
+        type: 'quality',
+        frameSequence: 0,
+        generation,
+        position: shift(t.position),
+        scope: t.quality.scope,
+        state: t.quality.state,
+        deliveryMode: 'replay',
+      });
     } else if (t.events.length > 0) {
-      bodies.push({ type: 'batch', frameSequence: 0, generation, position: shift(t.position), deliveryMode: 'replay', sourceEventCount: t.sourceEventCount, matchedEventCount: t.events.length, events: t.events });
+      bodies.push({
+        type: 'batch',
+        frameSequence: 0,
+        generation,
+        position: shift(t.position),
+        deliveryMode: 'replay',
+        sourceEventCount: t.sourceEventCount,
+        matchedEventCount: t.events.length,
+        events: t.events,
+      });
       batches += 1;
     }
     if (scenario.checkpointAfter.includes(i)) checkpoint(shift(t.position));
@@ -162,7 +214,11 @@ export interface DriveResult {
 }
 
 /** Feeds every frame, commits every plan at once (version + 1) and collects what the session asked for. */
-export function drive(frames: ServerFrame[], opts: SessionOptions = sessionOptions(), beforeFrame?: (index: number) => void): DriveResult {
+export function drive(
+  frames: ServerFrame[],
+  opts: SessionOptions = sessionOptions(),
+  beforeFrame?: (index: number) => void,
+): DriveResult {
   const session = new Session(opts);
   const result: DriveResult = { plans: [], acks: [], ended: null, sent: [], session };
   let version = opts.fence.version;
@@ -173,7 +229,11 @@ export function drive(frames: ServerFrame[], opts: SessionOptions = sessionOptio
         version += 1;
         perform(session.committed(action.plan, { version }));
       } else if (action.type === 'send' && action.frame.type === 'ack') {
-        result.acks.push({ position: action.frame.position, token: action.frame.token, generation: action.frame.generation });
+        result.acks.push({
+          position: action.frame.position,
+          token: action.frame.token,
+          generation: action.frame.generation,
+        });
       } else if (action.type === 'reconnect' || action.type === 'stop') {
         result.ended ??= action;
       } else {

@@ -8,9 +8,18 @@ import { ConsumerState, formatDuration } from '../../workflows/consumer-state.js
 import type { ConsumerWorkflowInput } from '../../workflows/definitions.js';
 import { parseGapResolution, parseQuarantineResolution, parseRebindRequest } from '../../workflows/validation.js';
 
-const input: ConsumerWorkflowInput = { consumerId: 'c1', subscriptionId: 's1', filter: { markets: ['m1'] }, initialStart: 'from_floor' };
+const input: ConsumerWorkflowInput = {
+  consumerId: 'c1',
+  subscriptionId: 's1',
+  filter: { markets: ['m1'] },
+  initialStart: 'from_floor',
+};
 
-function outcome(kind: 'lease_expired' | 'rebound', position: number, counters: Partial<StreamCounters> = {}): ConsumeOutcome {
+function outcome(
+  kind: 'lease_expired' | 'rebound',
+  position: number,
+  counters: Partial<StreamCounters> = {},
+): ConsumeOutcome {
   const committed = { position, token: `tok-${position}`, generation: 1, version: position, filterHash: 'sha256:x' };
   const base = { committed, counters: { ...emptyCounters(), ...counters } };
   return kind === 'rebound' ? { ...base, kind, generation: 1 } : { ...base, kind };
@@ -23,14 +32,35 @@ describe('ConsumerState', () => {
     state.adopt(outcome('rebound', 3));
     state.rebound();
     const { start, committed, phase } = new ConsumerState({ ...input, carried: state.carried() });
-    expect({ start, committed, phase }).toEqual({ start: { mode: 'resume' }, committed: state.committed, phase: 'streaming' });
+    expect({ start, committed, phase }).toEqual({
+      start: { mode: 'resume' },
+      committed: state.committed,
+      phase: 'streaming',
+    });
   });
 
   it('adopts each run: the committed summary replaces the copy, counters add up, the newest head and commit time win', () => {
     const state = new ConsumerState(input);
     state.backoffRounds = 3;
-    state.adopt(outcome('lease_expired', 2, { sessions: 1, checkpointsCommitted: 2, eventsApplied: 5, acksSent: 2, lastHeadPosition: 9, lastCommitAt: '2026-01-01T00:00:00.000Z' }));
-    state.adopt(outcome('lease_expired', 4, { sessions: 2, checkpointsCommitted: 1, eventsApplied: 1, duplicates: 1, acksSent: 1 }));
+    state.adopt(
+      outcome('lease_expired', 2, {
+        sessions: 1,
+        checkpointsCommitted: 2,
+        eventsApplied: 5,
+        acksSent: 2,
+        lastHeadPosition: 9,
+        lastCommitAt: '2026-01-01T00:00:00.000Z',
+      }),
+    );
+    state.adopt(
+      outcome('lease_expired', 4, {
+        sessions: 2,
+        checkpointsCommitted: 1,
+        eventsApplied: 1,
+        duplicates: 1,
+        acksSent: 1,
+      }),
+    );
     expect(state.committed?.position).toBe(4);
     expect(state.runs).toBe(2);
     expect(state.backoffRounds).toBe(0);
@@ -51,7 +81,12 @@ describe('ConsumerState', () => {
     state.start = { mode: 'rebind', filter: { markets: ['m2'] } };
     expect(state.runningPhase()).toBe('rebinding');
     state.rebound();
-    expect(state).toMatchObject({ filter: { markets: ['m2'] }, start: { mode: 'resume' }, pendingRebind: null, phase: 'streaming' });
+    expect(state).toMatchObject({
+      filter: { markets: ['m2'] },
+      start: { mode: 'resume' },
+      pendingRebind: null,
+      phase: 'streaming',
+    });
   });
 
   it('a stop names the reason and every command that resolves it; proceeding clears it', () => {
@@ -61,7 +96,9 @@ describe('ConsumerState', () => {
       phase: 'awaiting_gap_decision',
       reason: 'reset_required (cursor_expired)',
       since: '2026-01-01T00:00:00.000Z',
-      resolveWith: ['from_floor', 'live_cut', 'abandon'].map((d) => resolveGapCommand('c1', d as 'from_floor')).join('\n'),
+      resolveWith: ['from_floor', 'live_cut', 'abandon']
+        .map((d) => resolveGapCommand('c1', d as 'from_floor'))
+        .join('\n'),
     });
     state.stopFor('paused', 'paused by ops: upgrade', '2026-01-01T00:00:00.000Z');
     expect(state.stop?.resolveWith).toBe(resumeCommand('c1'));
@@ -91,7 +128,11 @@ describe('ConsumerState', () => {
   });
 
   it('formats durations for people', () => {
-    expect([formatDuration(4_400), formatDuration(600_000), formatDuration(3 * 3_600_000)]).toEqual(['4 s', '10 min', '3 h']);
+    expect([formatDuration(4_400), formatDuration(600_000), formatDuration(3 * 3_600_000)]).toEqual([
+      '4 s',
+      '10 min',
+      '3 h',
+    ]);
   });
 });
 
@@ -101,24 +142,40 @@ describe('operator input validation', () => {
       'invalid gap resolution: actor: actor is required: who takes this decision; reason: reason is required: why this decision is taken; ' +
         'decision: Invalid option: expected one of "from_floor"|"live_cut"|"abandon"',
     );
-    expect(parseGapResolution({ decision: 'live_cut', actor: 'ops', reason: 'accept' })).toEqual({ decision: 'live_cut', actor: 'ops', reason: 'accept' });
+    expect(parseGapResolution({ decision: 'live_cut', actor: 'ops', reason: 'accept' })).toEqual({
+      decision: 'live_cut',
+      actor: 'ops',
+      reason: 'accept',
+    });
   });
 
   it('quarantine decisions may name events, but not an empty list', () => {
-    expect(() => parseQuarantineResolution({ decision: 'retry', actor: 'a', reason: 'r', eventIds: [] })).toThrow(/eventIds, when given, names at least one event/);
-    expect(parseQuarantineResolution({ decision: 'release_terminal', actor: 'a', reason: 'r', eventIds: ['e1'] }).eventIds).toEqual(['e1']);
+    expect(() => parseQuarantineResolution({ decision: 'retry', actor: 'a', reason: 'r', eventIds: [] })).toThrow(
+      /eventIds, when given, names at least one event/,
+    );
+    expect(
+      parseQuarantineResolution({ decision: 'release_terminal', actor: 'a', reason: 'r', eventIds: ['e1'] }).eventIds,
+    ).toEqual(['e1']);
   });
 
   it('a rebind filter is the wire filter: unknown fields and non-decimal notionals are refused', () => {
-    expect(() => parseRebindRequest({ filter: { market: ['m1'] }, requestedBy: 'ops' })).toThrow(/invalid rebind request: filter/);
-    expect(() => parseRebindRequest({ filter: { minNotional: '1e6' }, requestedBy: 'ops' })).toThrow(/filter.minNotional/);
+    expect(() => parseRebindRequest({ filter: { market: ['m1'] }, requestedBy: 'ops' })).toThrow(
+      /invalid rebind request: filter/,
+    );
+    expect(() => parseRebindRequest({ filter: { minNotional: '1e6' }, requestedBy: 'ops' })).toThrow(
+      /filter.minNotional/,
+    );
     expect(() => parseRebindRequest({ filter: {}, requestedBy: '' })).toThrow(/requestedBy is required/);
   });
 });
 
 describe('operator commands', () => {
   it('are runnable as printed, quoting a consumer id that needs it', () => {
-    expect(resolveGapCommand('c1', 'from_floor')).toBe('npx tsx cli/main.ts resolve-gap --consumer c1 --decision from_floor --actor "$USER" --reason "<why>"');
-    expect(resumeCommand("desk 1's")).toBe(`npx tsx cli/main.ts resume --consumer 'desk 1'\\''s' --actor "$USER" --reason "<why>"`);
+    expect(resolveGapCommand('c1', 'from_floor')).toBe(
+      'npx tsx cli/main.ts resolve-gap --consumer c1 --decision from_floor --actor "$USER" --reason "<why>"',
+    );
+    expect(resumeCommand("desk 1's")).toBe(
+      `npx tsx cli/main.ts resume --consumer 'desk 1'\\''s' --actor "$USER" --reason "<why>"`,
+    );
   });
 });

@@ -21,7 +21,12 @@ describe('loadConfig', () => {
       logLevel: 'INFO',
       whaleAlert: { minNotional: null, webhookUrl: null },
     });
-    expect(config.stream).toMatchObject({ url: valid.WHALEHUNT_URL, apiKey: KEY, quarantinePolicy: { terminalReasons: [] }, actions: { whaleAlertMinNotional: null } });
+    expect(config.stream).toMatchObject({
+      url: valid.WHALEHUNT_URL,
+      apiKey: KEY,
+      quarantinePolicy: { terminalReasons: [] },
+      actions: { whaleAlertMinNotional: null },
+    });
   });
 
   it('parses bounds, the terminal quarantine reasons and the whale alert', () => {
@@ -45,7 +50,12 @@ describe('loadConfig', () => {
   it('names every invalid variable at once and never echoes a value', () => {
     let error: unknown;
     try {
-      loadConfig({ WHALEHUNT_URL: `http://x/?key=${KEY}`, LEASE_MS: '-5', QUARANTINE_TERMINAL_REASONS: 'mystery', WHALE_ALERT_MIN_NOTIONAL: '1e5' });
+      loadConfig({
+        WHALEHUNT_URL: `http://x/?key=${KEY}`,
+        LEASE_MS: '-5',
+        QUARANTINE_TERMINAL_REASONS: 'mystery',
+        WHALE_ALERT_MIN_NOTIONAL: '1e5',
+      });
     } catch (caught) {
       error = caught;
     }
@@ -66,7 +76,11 @@ describe('loadConfig', () => {
 
   it('page settings: defaults, overrides, and a clear error for each bad value', () => {
     expect(loadConfig(valid).pages).toEqual({ stream: 'polymarket', limit: 500, chunkSize: 100 });
-    expect(loadConfig({ ...valid, PAGE_STREAM: 'kalshi', PAGE_LIMIT: '50', PAGE_CHUNK_SIZE: '7' }).pages).toEqual({ stream: 'kalshi', limit: 50, chunkSize: 7 });
+    expect(loadConfig({ ...valid, PAGE_STREAM: 'kalshi', PAGE_LIMIT: '50', PAGE_CHUNK_SIZE: '7' }).pages).toEqual({
+      stream: 'kalshi',
+      limit: 50,
+      chunkSize: 7,
+    });
     let error: unknown;
     try {
       loadConfig({ ...valid, PAGE_STREAM: ' ', PAGE_LIMIT: '0', PAGE_CHUNK_SIZE: '20000' });

@@ -1,7 +1,7 @@
 // Command-line options of the standalone simulator (simulator/main.ts), validated once with zod.
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import type { FaultPlan } from './server.js';
+import type { FaultPlan } from './faults.js';
 
 export class SimulatorUsageError extends Error {
   override readonly name = 'SimulatorUsageError';

@@ -6,6 +6,7 @@ import { createReadStream } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { z } from 'zod';
+import { canonicalJson } from '../protocol/canonical.js';
 import type { History, Mappings, QualityScope, QualityState } from '../protocol/codec.js';
 
 export interface JournalEvent {
@@ -154,8 +155,11 @@ class ActivityGenerator {
     if (event.kind !== 'trade' && event.kind !== 'correction') return;
     const known = this.tradesById.get(event.entityId);
     if (known) {
-      known.revision = Math.max(known.revision, event.revision);
-      known.data = event.data;
+      // A redelivered older revision (an overlapping redelivery) does not roll the entity back.
+      if (event.revision >= known.revision) {
+        known.revision = event.revision;
+        known.data = event.data;
+      }
     } else {
       this.track({ entityId: event.entityId, revision: event.revision, data: event.data });
     }
@@ -292,7 +296,8 @@ interface QualityLogEntry extends QualityChange {
 export class Journal {
   private transitions: Transition[] = [];
   private qualityLog: QualityLogEntry[] = [];
-  private readonly eventIds = new Set<string>();
+  /** Every event ever appended, by eventId (retention does not forget them: a redelivery may repeat one). */
+  private readonly eventsById = new Map<string, JournalEvent>();
   private readonly appendListeners = new Set<AppendListener>();
   private readonly rebuildListeners = new Set<() => void>();
   private headPosition = 0;
@@ -379,7 +384,7 @@ export class Journal {
           `${file}:${lineNo}: ${parsed.error.issues[0]?.message ?? 'invalid transition'}`,
         );
       const { record: _record, ...transition } = parsed.data;
-      journal.insert(transition);
+      journal.insert(transition, { redelivery: true });
     }
     if (!journal) throw new JournalError('invalid_journal_file', `${file} is empty`);
     // Live appends continue deterministically from where the file ends.
@@ -431,8 +436,27 @@ export class Journal {
       const eventId = e.eventId ?? this.nextEventId();
       return { ...e, ordinal: i + 1, eventId };
     });
-    const transition: Transition = { position, events, quality: input.quality ?? [] };
-    this.insert(transition);
+    return this.publish({ position, events, quality: input.quality ?? [] }, { redelivery: false });
+  }
+
+  /**
+   * Appends at head + 1 a transition that repeats events already in the journal verbatim (an overlapping
+   * redelivery): the same eventId, kind, entityId, revision, data and observedAt at a new position and ordinal.
+   * A consumer must recognise them as duplicates: content identity excludes where an event was delivered.
+   */
+  redeliver(eventIds: readonly string[], opts: { quality?: QualityChange[] } = {}): Transition {
+    if (eventIds.length === 0)
+      throw new JournalError('empty_transition', 'a transition holds at least one source event');
+    const events = eventIds.map((eventId, i): JournalEvent => {
+      const earlier = this.eventsById.get(eventId);
+      if (!earlier) throw new JournalError('unknown_event_id', `eventId ${eventId} is not in the journal`);
+      return { ...earlier, ordinal: i + 1 };
+    });
+    return this.publish({ position: this.headPosition + 1, events, quality: opts.quality ?? [] }, { redelivery: true });
+  }
+
+  private publish(transition: Transition, opts: { redelivery: boolean }): Transition {
+    this.insert(transition, opts);
     for (const listener of this.appendListeners) listener(transition);
     return transition;
   }
@@ -477,20 +501,28 @@ export class Journal {
     this.transitions = this.transitions.slice(this.indexAfter(position - 1));
   }
 
-  /** A new history: new id, positions renumbered from 1, floor 1. Every token of the old history is void. */
-  rebuildHistory(): void {
+  /**
+   * A new history: new id, the retained transitions renumbered from 1 + `shift` (positions 1..shift hold
+   * nothing), floor 1. Every token of the old history is void; the events keep their eventIds and content, so
+   * a consumer that replays the new history (an operator's `from_floor`) meets them again at new positions:
+   * duplicates, not conflicts.
+   */
+  rebuildHistory(opts: { shift?: number } = {}): void {
+    const shift = opts.shift ?? 0;
+    if (!Number.isInteger(shift) || shift < 0)
+      throw new JournalError('invalid_shift', `a rebuild shift is a non-negative integer, got ${shift}`);
     this.rebuilds += 1;
     this.historyIdValue = `${this.historyIdValue.replace(/-r\d+$/, '')}-r${this.rebuilds}`;
     const renumber = new Map<number, number>();
     this.transitions = this.transitions.map((t, i) => {
-      renumber.set(t.position, i + 1);
-      return { ...t, position: i + 1 };
+      renumber.set(t.position, shift + i + 1);
+      return { ...t, position: shift + i + 1 };
     });
     this.qualityLog = this.qualityLog.flatMap((q) => {
       const position = renumber.get(q.position);
       return position === undefined ? [] : [{ ...q, position }];
     });
-    this.headPosition = this.transitions.length;
+    this.headPosition = this.transitions.at(-1)?.position ?? shift;
     this.floorValue = 1;
     for (const listener of this.rebuildListeners) listener();
   }
@@ -537,19 +569,27 @@ export class Journal {
     return [...state.values()];
   }
 
-  private insert(transition: Transition): void {
+  /** `redelivery`: an eventId already in the journal is accepted when its content is identical. */
+  private insert(transition: Transition, opts: { redelivery: boolean }): void {
     if (transition.position <= this.headPosition) {
       throw new JournalError(
         'position_not_increasing',
         `position ${transition.position} is not above the head ${this.headPosition}`,
       );
     }
+    const inTransition = new Set<string>();
     for (const e of transition.events) {
-      if (this.eventIds.has(e.eventId))
-        throw new JournalError('duplicate_event_id', `eventId ${e.eventId} is already in the journal`);
+      const earlier = this.eventsById.get(e.eventId);
+      if (inTransition.has(e.eventId) || (earlier && !(opts.redelivery && sameContent(earlier, e)))) {
+        throw new JournalError(
+          'duplicate_event_id',
+          `eventId ${e.eventId} is already in the journal${opts.redelivery ? ' with other content' : ''}`,
+        );
+      }
+      inTransition.add(e.eventId);
     }
     for (const e of transition.events) {
-      this.eventIds.add(e.eventId);
+      if (!this.eventsById.has(e.eventId)) this.eventsById.set(e.eventId, e);
       const seq = /^ev-[0-9a-f]+-([0-9a-z]+)$/.exec(e.eventId)?.[1];
       if (seq !== undefined) this.eventSeq = Math.max(this.eventSeq, parseInt(seq, 36));
     }
@@ -585,9 +625,25 @@ export class JournalError extends Error {
   override readonly name = 'JournalError';
   constructor(
     readonly code:
-      'invalid_journal_file' | 'empty_transition' | 'invalid_floor' | 'position_not_increasing' | 'duplicate_event_id',
+      | 'invalid_journal_file'
+      | 'empty_transition'
+      | 'invalid_floor'
+      | 'invalid_shift'
+      | 'position_not_increasing'
+      | 'duplicate_event_id'
+      | 'unknown_event_id',
     message: string,
   ) {
     super(message);
   }
+}
+
+/** Content identity (PROTOCOL.md section 4): what an event says, not where or when it was delivered. */
+function sameContent(a: JournalEvent, b: JournalEvent): boolean {
+  return (
+    a.kind === b.kind &&
+    a.entityId === b.entityId &&
+    a.revision === b.revision &&
+    canonicalJson(a.data) === canonicalJson(b.data)
+  );
 }

@@ -5,7 +5,13 @@
 import { access } from 'node:fs/promises';
 import { pagePath } from '../protocol/codec.js';
 import { Journal } from './journal.js';
-import { SimulatorUsageError, parseSimulatorArgs, type SimulatorConfig } from './options.js';
+import {
+  SIMULATOR_USAGE,
+  SimulatorUsageError,
+  parseSimulatorArgs,
+  wantsHelp,
+  type SimulatorConfig,
+} from './options.js';
 import { ReferenceStreamServer } from './server.js';
 
 async function loadJournal(config: SimulatorConfig): Promise<Journal> {
@@ -22,12 +28,16 @@ async function loadJournal(config: SimulatorConfig): Promise<Journal> {
 }
 
 async function main(): Promise<void> {
+  if (wantsHelp(process.argv.slice(2))) {
+    process.stdout.write(SIMULATOR_USAGE);
+    return;
+  }
   let config: SimulatorConfig;
   try {
     config = parseSimulatorArgs(process.argv.slice(2));
   } catch (err) {
     if (err instanceof SimulatorUsageError) {
-      process.stderr.write(`simulator: ${err.message}\n`);
+      process.stderr.write(`simulator: ${err.message}\nsee: simulator --help\n`);
       process.exit(2);
     }
     throw err;

@@ -1,7 +1,7 @@
 // Command-line options of the standalone simulator (simulator/main.ts), validated once with zod.
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import type { FaultPlan } from './server.js';
+import type { FaultPlan } from './faults.js';
 
 export class SimulatorUsageError extends Error {
   override readonly name = 'SimulatorUsageError';
@@ -37,16 +37,28 @@ const flagsSchema = z
     'lose-acks': int(1).optional(),
     'overload-subscribes': int(1).optional(),
     'overload-retry-after-ms': int(0).default(1000),
+    'overload-every-subscribe': z.boolean().default(false),
+    'sequence-fault-every-session': z.boolean().default(false),
+    'malformed-caught-up': z.boolean().default(false),
     'drain-old-connections': z.boolean().default(false),
     'conflict-at': int(1).optional(),
     'unknown-kind-at': int(1).optional(),
     'oversize-at': int(1).optional(),
     'page-overlap': int(1).optional(),
+    'page-overlap-omit-cursor': z.boolean().default(false),
     'page-non-advancing': z.boolean().default(false),
+    'page-non-advancing-every-page': z.boolean().default(false),
     'page-expired': z.boolean().default(false),
+    'page-scan-limit': int(1).optional(),
   })
   .refine((f) => !(f['refuse-acks'] && f['lose-acks']), {
     message: '--refuse-acks and --lose-acks exclude each other',
+  })
+  .refine((f) => !f['sequence-fault-every-session'] || f['sequence-fault'] !== undefined, {
+    message: '--sequence-fault-every-session needs --sequence-fault',
+  })
+  .refine((f) => !f['page-overlap-omit-cursor'] || f['page-overlap'] !== undefined, {
+    message: '--page-overlap-omit-cursor needs --page-overlap',
   });
 
 const stringFlags = [
@@ -75,8 +87,68 @@ const stringFlags = [
   'unknown-kind-at',
   'oversize-at',
   'page-overlap',
+  'page-scan-limit',
 ] as const;
-const booleanFlags = ['drain-old-connections', 'page-non-advancing', 'page-expired'] as const;
+const booleanFlags = [
+  'overload-every-subscribe',
+  'sequence-fault-every-session',
+  'malformed-caught-up',
+  'drain-old-connections',
+  'page-overlap-omit-cursor',
+  'page-non-advancing',
+  'page-non-advancing-every-page',
+  'page-expired',
+] as const;
+
+/** Every flag the simulator takes, for `--help`. */
+export const SIMULATOR_USAGE = `usage: simulator [options]   (whalehunt-consumer sim [options], npm run sim -- [options])
+
+The reference Whalehunt stream server: the WebSocket stream and the paginated history endpoint on one port.
+
+  --port N                       listen port (default 8787; 0 picks a free one)
+  --host HOST                    listen address (default 127.0.0.1)
+  --api-key KEY                  an accepted API key (repeatable; default WHALEHUNT_API_KEY)
+  --seed N                       journal seed (default 42)
+  --transitions N                transitions generated up front (default 2000)
+  --journal FILE                 load the journal from FILE, or generate it and write it there
+  --live-rate N                  generated transitions appended per second (default 0)
+  --stream NAME                  stream name (default polymarket)
+  --checkpoint-every N           a replay checkpoint every N transitions (default 10)
+  --live-checkpoint-every N      a live checkpoint every N transitions (default: --checkpoint-every)
+  --live-checkpoint-interval-ms N  ...or this long after the first uncovered live transition (default 250)
+  --max-unacked N                unacknowledged checkpoints before delivery pauses (default 64)
+  --slow-consumer-grace-ms N     how long the window may stay full before slow_consumer (default 10000)
+  --max-frame-bytes N            largest frame (default 1048576)
+  --token-secret SECRET          token signing secret (default WHALEHUNT_SIM_TOKEN_SECRET, else from the seed)
+  -h, --help                     print this and exit
+
+Faults (one-shot unless noted):
+  --drop-after-frames N          drop the first connection that has sent N frames
+  --drop-at-position P           drop a connection after the frames of position P
+  --sequence-fault MODE:N        duplicate, skip or reorder frameSequence at the N-th frame of a connection
+  --sequence-fault-every-session   ...on every connection, not only the next one (recurring)
+  --refuse-acks N                refuse the next N ACKs (error overloaded, close)
+  --lose-acks N                  ignore the next N ACKs silently
+  --overload-subscribes N        answer the next N subscribes with error overloaded
+  --overload-every-subscribe     answer every subscribe with error overloaded (recurring)
+  --overload-retry-after-ms N    retryAfterMs of those errors (default 1000)
+  --malformed-caught-up          every caught_up carries a malformed cut (recurring)
+  --drain-old-connections        a superseded connection keeps delivering (persistent)
+  --conflict-at P                reuse an earlier eventId with other content at or after P
+  --unknown-kind-at P            an event of an unknown kind at or after P
+  --oversize-at P                a frame over --max-frame-bytes at or after P
+  --page-overlap N               the next page re-includes N earlier transitions
+  --page-overlap-omit-cursor     ...leaving out the events at the cursor's own position
+  --page-non-advancing           the next page answers next equal to its cursor
+  --page-non-advancing-every-page  every page does (recurring)
+  --page-expired                 the next page answers 410 cursor_expired
+  --page-scan-limit N            a page scans at most N transitions (default 5000; persistent)
+`;
+
+/** True when the arguments ask for the usage text (which needs no other flag to be valid). */
+export function wantsHelp(argv: readonly string[]): boolean {
+  return argv.includes('--help') || argv.includes('-h');
+}
 
 export interface SimulatorConfig {
   port: number;
@@ -135,18 +207,27 @@ export function parseSimulatorArgs(argv: readonly string[], env: NodeJS.ProcessE
   if (f['sequence-fault'] !== undefined) {
     const [mode, at] = f['sequence-fault'].split(':') as ['duplicate' | 'skip' | 'reorder', string];
     faults.frameSequence = { mode, atFrame: Number(at) };
+    if (f['sequence-fault-every-session']) faults.frameSequence.everySession = true;
   }
   if (f['refuse-acks'] !== undefined) faults.ack = { mode: 'refuse', count: f['refuse-acks'] };
   if (f['lose-acks'] !== undefined) faults.ack = { mode: 'lose', count: f['lose-acks'] };
   if (f['overload-subscribes'] !== undefined)
     faults.overloadSubscribes = { count: f['overload-subscribes'], retryAfterMs: f['overload-retry-after-ms'] };
+  if (f['overload-every-subscribe']) faults.overloadEverySubscribe = { retryAfterMs: f['overload-retry-after-ms'] };
+  if (f['malformed-caught-up']) faults.malformedCaughtUp = true;
   if (f['drain-old-connections']) faults.drainOldConnections = true;
   if (f['conflict-at'] !== undefined) faults.conflictingEventAt = f['conflict-at'];
   if (f['unknown-kind-at'] !== undefined) faults.unknownKindAt = f['unknown-kind-at'];
   if (f['oversize-at'] !== undefined) faults.oversizeFrameAt = f['oversize-at'];
-  if (f['page-overlap'] !== undefined) faults.pageOverlap = f['page-overlap'];
+  if (f['page-overlap'] !== undefined) {
+    faults.pageOverlap = f['page-overlap-omit-cursor']
+      ? { transitions: f['page-overlap'], omitCursorPosition: true }
+      : f['page-overlap'];
+  }
   if (f['page-non-advancing']) faults.pageNonAdvancing = true;
+  if (f['page-non-advancing-every-page']) faults.pageNonAdvancing = 'every_page';
   if (f['page-expired']) faults.pageExpired = true;
+  if (f['page-scan-limit'] !== undefined) faults.pageScanLimit = f['page-scan-limit'];
   return {
     port: f.port,
     host: f.host,

@@ -1,8 +1,8 @@
 // Each deliberate breach the reference server can commit, as a consumer would observe it on the wire.
 import { describe, expect, it } from 'vitest';
 import { WireError } from '../../protocol/codec.js';
-import { eventContentHash } from '../../protocol/canonical.js';
-import { ofType, replayFrames, subscribe, useHarness } from './harness.js';
+import { canonicalJson, eventContentHash } from '../../protocol/canonical.js';
+import { API_KEY, ofType, replayFrames, subscribe, useHarness } from './harness.js';
 
 const h = useHarness();
 
@@ -137,5 +137,121 @@ describe('event faults', () => {
     expect(oversize.error).toBeInstanceOf(WireError);
     expect(oversize.error?.code).toBe('frame_too_large');
     expect(Buffer.byteLength(oversize.raw)).toBeGreaterThan(8192);
+  });
+});
+
+/** A fault that recurs on every session must look the same each time, and stop once it is removed. */
+describe('recurring faults (every session until removed)', () => {
+  it('malformed caught_up: every session gets its checkpoint at the cut, then a caught_up whose cut is a number', async () => {
+    const server = await h.start({ faults: { malformedCaughtUp: true } });
+    const head = server.journal.head;
+    let token: string | undefined;
+    for (let session = 0; session < 2; session++) {
+      const start = token ? { mode: 'resume' as const, token } : { mode: 'from_floor' as const };
+      const { client } = await subscribe(h, { start });
+      const checkpoint = await client.collectUntil((f) => f.type === 'checkpoint' && f.position === head);
+      token = ofType(checkpoint, 'checkpoint').at(-1)!.token;
+      const caughtUp = await client.nextReceived();
+      expect(caughtUp.error).toBeInstanceOf(WireError);
+      expect(JSON.parse(caughtUp.raw)).toMatchObject({ type: 'caught_up', cut: head });
+      await client.close();
+    }
+    expect(server.faults.malformedCaughtUp).toBe(true);
+
+    server.faults.malformedCaughtUp = undefined;
+    const { client } = await subscribe(h, { start: { mode: 'resume', token: token! } });
+    expect((await replayFrames(client)).at(-1)).toMatchObject({ type: 'caught_up', cut: { position: head } });
+  });
+
+  it('frameSequence gap at the same frame of every session, until the fault is removed', async () => {
+    const server = await h.start({ faults: { frameSequence: { mode: 'skip', atFrame: 4, everySession: true } } });
+    const sequences = async (): Promise<number[]> => {
+      const { client, hello, subscribed } = await subscribe(h, { start: { mode: 'from_floor' } });
+      const next = [await client.next(), await client.next(), await client.next()];
+      await client.close();
+      return [hello.frameSequence, 2, subscribed.frameSequence, ...next.map((f) => f.frameSequence)];
+    };
+    expect(await sequences()).toEqual([1, 2, 3, 5, 6, 7]);
+    expect(await sequences()).toEqual([1, 2, 3, 5, 6, 7]);
+    server.faults.frameSequence = undefined;
+    expect(await sequences()).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+
+  it('a duplicated frameSequence recurring on every session breaks each session once, not every later frame', async () => {
+    await h.start({ faults: { frameSequence: { mode: 'duplicate', atFrame: 4, everySession: true } } });
+    for (let session = 0; session < 2; session++) {
+      const { client } = await subscribe(h, { start: { mode: 'from_floor' } });
+      const next = [await client.next(), await client.next(), await client.next()];
+      expect(next.map((f) => f.frameSequence)).toEqual([3, 4, 5]);
+      await client.close();
+    }
+  });
+
+  it('overloaded that never clears: every subscribe is refused (retryable, retryAfterMs) until removed', async () => {
+    const server = await h.start({ faults: { overloadEverySubscribe: { retryAfterMs: 40 } } });
+    for (let i = 0; i < 3; i++) {
+      const client = await h.connect();
+      await client.authenticate(API_KEY);
+      client.subscribe({ consumerId: 'consumer-a', subscriptionId: 'sub-1', start: { mode: 'from_floor' } });
+      expect(await client.expect('error')).toMatchObject({ code: 'overloaded', retryable: true, retryAfterMs: 40 });
+      expect(await client.drainUntilClosed()).toEqual([]);
+    }
+    expect(server.subscriptions).toEqual([]);
+
+    delete server.faults.overloadEverySubscribe;
+    const { client } = await subscribe(h, { start: { mode: 'from_floor' } });
+    expect((await replayFrames(client)).at(-1)).toMatchObject({
+      type: 'caught_up',
+      cut: { position: server.journal.head },
+    });
+  });
+});
+
+/** Content identity: what an event says (kind, entityId, revision, data), not where it was delivered. */
+function content(e: { kind: string; entityId: string; revision: number; data: Record<string, unknown> }): string {
+  return canonicalJson({ kind: e.kind, entityId: e.entityId, revision: e.revision, data: e.data });
+}
+
+describe('the same event at another position', () => {
+  it('overlapping redelivery: a later transition repeats earlier events verbatim on the wire', async () => {
+    const server = await h.start();
+    const earlier = server.journal.transitionAt(5)!.events;
+    const repeat = server.journal.redeliver(earlier.map((e) => e.eventId));
+    expect(repeat.position).toBe(46);
+    const { client } = await subscribe(h, { start: { mode: 'from_floor' } });
+    const batches = ofType(await replayFrames(client), 'batch');
+    const at5 = batches.find((b) => b.position === 5)!;
+    const at46 = batches.find((b) => b.position === 46)!;
+    expect(at46.events.map((e) => e.eventId)).toEqual(at5.events.map((e) => e.eventId));
+    expect(at46.events.map(content)).toEqual(at5.events.map(content));
+    expect(at46.events.map((e) => e.ordinal)).toEqual(at5.events.map((_, i) => i + 1));
+  });
+
+  it('a rebuilt history reuses the old eventIds at shifted positions: from_floor redelivers them as duplicates', async () => {
+    const server = await h.start();
+    const old = await subscribe(h, { start: { mode: 'from_floor' } });
+    const oldFrames = await replayFrames(old.client);
+    const checkpoint = ofType(oldFrames, 'checkpoint').at(-1)!;
+    const oldBatches = ofType(oldFrames, 'batch');
+
+    server.journal.rebuildHistory({ shift: 100 });
+    expect(server.journal.history).toEqual({ id: 'hist-7-r1', floor: 1, head: 145 });
+    await old.client.closed;
+    const client = await h.connect();
+    await client.authenticate(API_KEY);
+    client.subscribe({
+      consumerId: 'consumer-a',
+      subscriptionId: 'sub-1',
+      start: { mode: 'resume', token: checkpoint.token },
+    });
+    expect(await client.expect('reset_required')).toMatchObject({ reason: 'history_rebuilt' });
+
+    // The operator decides from_floor: the same events come again, 100 positions further on.
+    const decided = await subscribe(h, { start: { mode: 'from_floor' } });
+    const newBatches = ofType(await replayFrames(decided.client), 'batch');
+    expect(newBatches.map((b) => b.position)).toEqual(oldBatches.map((b) => b.position + 100));
+    const byId = (batches: typeof oldBatches): Array<[string, string]> =>
+      batches.flatMap((b) => b.events.map((e): [string, string] => [e.eventId, content(e)]));
+    expect(byId(newBatches)).toEqual(byId(oldBatches));
   });
 });

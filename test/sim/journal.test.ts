@@ -120,4 +120,47 @@ describe('Journal', () => {
     expect(journal.history).toEqual({ id: 'hist-3-r1', floor: 1, head: 15 });
     expect(journal.transitionAt(1)!.events).toEqual(firstKept);
   });
+
+  it('redelivers earlier events verbatim at a new position, and keeps them through a save and load', async () => {
+    const journal = Journal.generate({ seed: 3, transitions: 10, maxEventsPerTransition: 3 });
+    const [a, b] = [journal.transitionAt(2)!.events[0]!, journal.transitionAt(7)!.events[0]!];
+    const seen: number[] = [];
+    journal.onAppend((t) => seen.push(t.position));
+    const repeat = journal.redeliver([b.eventId, a.eventId]);
+    expect(repeat).toEqual({
+      position: 11,
+      events: [
+        { ...b, ordinal: 1 },
+        { ...a, ordinal: 2 },
+      ],
+      quality: [],
+    });
+    expect(seen).toEqual([11]);
+    expect(() => journal.redeliver(['ev-nope'])).toThrow(expect.objectContaining({ code: 'unknown_event_id' }));
+    expect(() => journal.redeliver([a.eventId, a.eventId])).toThrow(
+      expect.objectContaining({ code: 'duplicate_event_id' }),
+    );
+    expect(() => journal.append({ events: [{ ...a }] })).toThrow(
+      expect.objectContaining({ code: 'duplicate_event_id' }),
+    );
+
+    const dir = await mkdtemp(join(tmpdir(), 'journal-'));
+    dirs.push(dir);
+    const file = join(dir, 'redelivered.jsonl');
+    await journal.save(file);
+    expect(all(await Journal.load(file))).toEqual(all(journal));
+  });
+
+  it('rebuilds history with the same events at positions shifted by `shift`', () => {
+    const journal = Journal.generate({ seed: 3, transitions: 20, qualityRate: 0.5 });
+    journal.setRetentionFloor(6);
+    const kept = all(journal);
+    const qualityAt20 = journal.qualityAt(20).map((q) => ({ ...q, lastPosition: q.lastPosition + 95 }));
+    expect(() => journal.rebuildHistory({ shift: -1 })).toThrow(expect.objectContaining({ code: 'invalid_shift' }));
+    journal.rebuildHistory({ shift: 100 });
+    expect(journal.history).toEqual({ id: 'hist-3-r1', floor: 1, head: 115 });
+    expect(all(journal)).toEqual(kept.map((t) => ({ ...t, position: t.position + 95 })));
+    expect(journal.qualityAt(115)).toEqual(qualityAt20);
+    expect(journal.appendGenerated().position).toBe(116);
+  });
 });

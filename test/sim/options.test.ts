@@ -1,6 +1,8 @@
 // The standalone simulator's flags: defaults, fault flags, and clear errors for bad input.
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { SimulatorUsageError, parseSimulatorArgs } from '../../simulator/options.js';
+import { SIMULATOR_USAGE, SimulatorUsageError, parseSimulatorArgs, wantsHelp } from '../../simulator/options.js';
 
 describe('parseSimulatorArgs', () => {
   it('applies defaults and reads the API key from the environment when no flag is given', () => {
@@ -92,9 +94,78 @@ describe('parseSimulatorArgs', () => {
     [['--bogus', '--api-key', 'k'], /bogus/],
     [['--sequence-fault', 'twice:3', '--api-key', 'k'], /--sequence-fault: must be duplicate:N/],
     [['--refuse-acks', '1', '--lose-acks', '1', '--api-key', 'k'], /exclude each other/],
+    [['--sequence-fault-every-session', '--api-key', 'k'], /needs --sequence-fault/],
+    [['--page-overlap-omit-cursor', '--api-key', 'k'], /needs --page-overlap/],
     [[], /--api-key/],
   ])('rejects %j with a usage error naming the flag', (argv, message) => {
     expect(() => parseSimulatorArgs(argv, {})).toThrow(SimulatorUsageError);
     expect(() => parseSimulatorArgs(argv, {})).toThrow(message);
   });
+
+  it('parses the recurring faults and the page faults of issues 9 and 11', () => {
+    const config = parseSimulatorArgs(
+      [
+        '--api-key',
+        'k',
+        '--sequence-fault',
+        'skip:6',
+        '--sequence-fault-every-session',
+        '--overload-every-subscribe',
+        '--overload-retry-after-ms',
+        '50',
+        '--malformed-caught-up',
+        '--page-overlap',
+        '1',
+        '--page-overlap-omit-cursor',
+        '--page-non-advancing-every-page',
+        '--page-scan-limit',
+        '3',
+      ],
+      {},
+    );
+    expect(config.faults).toEqual({
+      frameSequence: { mode: 'skip', atFrame: 6, everySession: true },
+      overloadEverySubscribe: { retryAfterMs: 50 },
+      malformedCaughtUp: true,
+      pageOverlap: { transitions: 1, omitCursorPosition: true },
+      pageNonAdvancing: 'every_page',
+      pageScanLimit: 3,
+    });
+  });
+});
+
+describe('--help', () => {
+  it('is recognised whatever else is on the line, and the usage names every flag', () => {
+    expect(wantsHelp(['--port', '1', '--help'])).toBe(true);
+    expect(wantsHelp(['-h'])).toBe(true);
+    expect(wantsHelp(['--port', '1'])).toBe(false);
+    const flags = [
+      ...'port host api-key seed transitions journal live-rate stream checkpoint-every live-checkpoint-every'.split(
+        ' ',
+      ),
+      ...'live-checkpoint-interval-ms max-unacked slow-consumer-grace-ms max-frame-bytes token-secret'.split(' '),
+      ...'drop-after-frames drop-at-position sequence-fault sequence-fault-every-session refuse-acks'.split(' '),
+      ...'lose-acks overload-subscribes overload-every-subscribe overload-retry-after-ms malformed-caught-up'.split(
+        ' ',
+      ),
+      ...'drain-old-connections conflict-at unknown-kind-at oversize-at page-overlap page-overlap-omit-cursor'.split(
+        ' ',
+      ),
+      ...'page-non-advancing page-non-advancing-every-page page-expired page-scan-limit help'.split(' '),
+    ];
+    for (const flag of flags) expect(SIMULATOR_USAGE).toMatch(new RegExp(`--${flag}\\b`));
+  });
+
+  // `whalehunt-consumer sim` runs exactly this child, its arguments untouched (the cli-args tests cover that).
+  it('the simulator process prints the usage for --help and exits 0, needing no API key', async () => {
+    const result = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        ['--import', 'tsx', fileURLToPath(new URL('../../simulator/main.ts', import.meta.url)), '--help'],
+        { env: { ...process.env, WHALEHUNT_API_KEY: '' }, timeout: 60_000 },
+        (error, stdout, stderr) => resolve({ code: error ? (error.code as number) : 0, stdout, stderr }),
+      );
+    });
+    expect(result).toEqual({ code: 0, stdout: SIMULATOR_USAGE, stderr: '' });
+  }, 60_000);
 });

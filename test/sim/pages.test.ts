@@ -121,4 +121,44 @@ describe('pages', () => {
     expect(res.status).toBe(410);
     expect(decodePageReset(res.body).reason).toBe('history_rebuilt');
   });
+
+  it('overlap omitting the cursor position: saved cursor C7 at 105, the page holds 104, 106, 107 and next C8', async () => {
+    // One event per transition, so that positions read as in the oracle of PROTOCOL.md section 7.
+    const server = await h.start({ generate: { transitions: 110, maxEventsPerTransition: 1 } });
+    const c7 = (await page({ limit: 105 })).next;
+    const c8 = (await page({ cursor: c7, limit: 2 })).next;
+    server.faults.pageOverlap = { transitions: 1, omitCursorPosition: true };
+    const overlapping = await page({ cursor: c7, limit: 3 });
+    expect(overlapping.events.map((e) => e.position)).toEqual([104, 106, 107]);
+    expect(overlapping.events).toEqual(journalEvents((e) => [104, 106, 107].includes(e.position)));
+    expect(overlapping.next).toBe(c8);
+    expect(server.faults.pageOverlap).toBeUndefined();
+    expect((await page({ cursor: c8, limit: 1 })).events.map((e) => e.position)).toEqual([108]);
+  });
+
+  it('answers zero-item pages whose cursor advances when a page scans only transitions the filter misses', async () => {
+    const server = await h.start({ generate: { transitions: 6 }, faults: { pageScanLimit: 3 } });
+    const base = { kind: 'trade', entityId: 'trade-m-x', revision: 1, observedAt: '2026-01-01T00:00:00.000Z' };
+    server.journal.append({ events: [{ ...base, data: { market: 'm-x', wallet: '0xabc' } }] });
+    const filter = { markets: ['m-x'] };
+    const first = await page({ filter, limit: 10 });
+    const second = await page({ filter, limit: 10, cursor: first.next });
+    expect([first.events, second.events]).toEqual([[], []]);
+    expect(second.next).not.toBe(first.next);
+    const third = await page({ filter, limit: 10, cursor: second.next });
+    expect(third.events.map((e) => e.position)).toEqual([7]);
+    expect((await page({ filter, limit: 10, cursor: third.next })).next).toBe(third.next);
+
+    server.faults.pageScanLimit = undefined;
+    expect((await page({ filter, limit: 10 })).events.map((e) => e.position)).toEqual([7]);
+  });
+
+  it('non-advancing on every page until the fault is removed', async () => {
+    const server = await h.start();
+    const first = await page({ limit: 5 });
+    server.faults.pageNonAdvancing = 'every_page';
+    for (let i = 0; i < 3; i++) expect((await page({ cursor: first.next, limit: 5 })).next).toBe(first.next);
+    server.faults.pageNonAdvancing = undefined;
+    expect((await page({ cursor: first.next, limit: 5 })).next).not.toBe(first.next);
+  });
 });

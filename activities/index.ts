@@ -23,12 +23,10 @@ import type { WorkerConfig } from '../worker/config.js';
 import {
   checkpointSummary,
   consumeStream as runConsumeStream,
-  DatabaseBehind,
-  LeaseLost,
-  StreamTransportError,
   type ConsumeStreamDeps,
   type ConsumeStreamLog,
 } from './consume-stream.js';
+import { DatabaseBehind, LeaseLost, StreamTransportError } from './stream-errors.js';
 import {
   consumePages as runConsumePages,
   InvalidPageConsumerConfig,

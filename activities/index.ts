@@ -18,6 +18,7 @@ import {
   type DecisionInput,
 } from '../db/index.js';
 import type { StreamFilter } from '../protocol/codec.js';
+import { redactSecret } from '../protocol/redact.js';
 import type { CommittedState } from '../protocol/types.js';
 import type { WorkerConfig } from '../worker/config.js';
 import {
@@ -119,7 +120,7 @@ export function createActivities(deps: ActivityDeps) {
   };
 
   /** Belt and braces: no failure message that reaches workflow history may carry the API key. */
-  const scrub = (text: string): string => (apiKey.length > 0 ? text.split(apiKey).join('[REDACTED]') : text);
+  const scrub = (text: string): string => redactSecret(text, apiKey);
 
   /** Turns the core's typed errors into Temporal failures the workflow's retry policy understands. */
   function toFailure(error: unknown): unknown {

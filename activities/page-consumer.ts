@@ -30,6 +30,7 @@ import {
   type StreamFilter,
 } from '../protocol/codec.js';
 import { backoffDelay, type Backoff } from '../protocol/backoff.js';
+import { redactSecret } from '../protocol/redact.js';
 import {
   chunkByPosition,
   classifyPage,
@@ -225,7 +226,7 @@ export async function consumePages(
   };
   const quarantinePolicy = config.quarantinePolicy ?? { terminalReasons: [] };
   const actions = config.actions ?? { whaleAlertMinNotional: null };
-  const redact = (text: string) => (config.apiKey.length > 0 ? text.split(config.apiKey).join('[REDACTED]') : text);
+  const redact = (text: string) => redactSecret(text, config.apiKey);
 
   const opened = await openPageProgress(pool, { consumerId, stream: config.stream, filter });
   if (opened.kind === 'mismatch') {

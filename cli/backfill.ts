@@ -4,7 +4,7 @@
 import { canonicalJson } from '../protocol/canonical.js';
 import { redactSecret } from '../protocol/redact.js';
 import { consumePages, type PageHeartbeat, type PageOutcome } from '../activities/page-consumer.js';
-import { pageSourceUrl } from '../activities/index.js';
+import { pageConsumerConfig, poolPageStore } from '../activities/index.js';
 import { createPool, migrate } from '../db/index.js';
 import { loadPageProgress } from '../db/pages.js';
 import { ConfigError, loadConfig, type WorkerConfig } from '../worker/config.js';
@@ -73,17 +73,8 @@ export async function runBackfill(cmd: BackfillCommand, env: NodeJS.ProcessEnv, 
     };
     const outcome = await consumePages(
       {
-        pool,
-        config: {
-          url: pageSourceUrl(config.stream.url),
-          apiKey,
-          stream: config.pages.stream,
-          limit: config.pages.limit,
-          chunkSize: config.pages.chunkSize,
-          backoff: config.stream.reconnect,
-          quarantinePolicy: config.stream.quarantinePolicy,
-          actions: config.stream.actions,
-        },
+        store: poolPageStore(pool),
+        config: pageConsumerConfig(config),
         log: { info: () => undefined, warn: logLine('warn'), error: logLine('error') },
       },
       {

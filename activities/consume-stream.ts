@@ -1,24 +1,17 @@
-// The Temporal-agnostic core of the `consumeStream` activity: socket → codec → SessionFence → Session →
-// StagingBuffer → commitCheckpoint → ACK (DESIGN.md "One frame's journey"). One run holds a bounded lease;
-// each connection is a new session epoch, and a frame or callback of an older epoch is dropped.
+// The Temporal-agnostic core of the `consumeStream` activity: one run holds a bounded lease, plans its start from
+// the committed state, and connects (stream-connection.ts) until a protocol stop, the lease's end or cancellation,
+// reconnecting with backoff from the committed checkpoint. Each connection is a new session epoch.
 // Protocol stops are returned as a ConsumeOutcome; transport trouble past the retry bound is thrown.
-import WebSocket from 'ws';
 import { backoffDelay, type Backoff } from '../protocol/backoff.js';
 import { filterHash } from '../protocol/canonical.js';
-import {
-  decodeServerFrame,
-  encodeClientFrame,
-  WireError,
-  type ClientFrameBody,
-  type StartRequest,
-  type StreamFilter,
-} from '../protocol/codec.js';
-import { ServerStaleGeneration, Session, type SessionAction, type SessionStop } from '../protocol/session.js';
+import type { StartRequest, StreamFilter } from '../protocol/codec.js';
+import { Session } from '../protocol/session.js';
 import { SessionFence } from '../protocol/session-fence.js';
-import { StagingBoundExceeded, type StagingLimits } from '../protocol/staging.js';
+import type { StagingLimits } from '../protocol/staging.js';
 import type { ActionRules, CheckpointPlan, CommittedState, QuarantinePolicy } from '../protocol/types.js';
 import type { CommitResult } from '../db/commit.js';
-import { ConflictingEvent, Fenced, HeldQuarantine, InvalidPlan } from '../db/errors.js';
+import { StreamConnection, type ConnectionEnd, type OutcomeStop } from './stream-connection.js';
+import { DatabaseBehind, StreamTransportError } from './stream-errors.js';
 import type {
   CheckpointSummary,
   ConsumeOutcome,
@@ -67,73 +60,12 @@ export interface ConsumeStreamContext {
   signal: AbortSignal;
 }
 
-/** The database is behind the workflow's copy: a restored backup or a bug. Not retryable. */
-export class DatabaseBehind extends Error {
-  override readonly name = 'DatabaseBehind';
-  readonly code = 'database_behind' as const;
-  readonly retryable = false;
-  constructor(
-    readonly consumerId: string,
-    readonly databaseVersion: number,
-    readonly expectedVersion: number,
-  ) {
-    super(
-      `database for consumer ${consumerId} is behind the workflow: version ${databaseVersion} < expected ${expectedVersion} (restored backup or bug)`,
-    );
-  }
-}
-
-/** Another attempt owns the consumer's lease: this one is a zombie and stops without ACK. */
-export class LeaseLost extends Error {
-  override readonly name = 'LeaseLost';
-  readonly code = 'lease_lost' as const;
-  readonly retryable = false;
-  constructor(
-    readonly consumerId: string,
-    readonly fenced: Fenced,
-  ) {
-    super(`lease lost for consumer ${consumerId}: ${fenced.message}`);
-  }
-}
-
-export type StreamTransportCode =
-  | 'connect_failed'
-  | 'connection_lost'
-  | 'protocol_violation'
-  | 'staging_bound_exceeded'
-  | 'stale_generation'
-  | 'overloaded'
-  | 'slow_consumer';
-
-/** Reconnects ran out or the server asked us to back off: Temporal retries the activity. */
-export class StreamTransportError extends Error {
-  override readonly name = 'StreamTransportError';
-  readonly retryable = true;
-  constructor(
-    readonly code: StreamTransportCode,
-    message: string,
-    readonly retryAfterMs?: number,
-  ) {
-    super(message);
-  }
-}
-
 interface StartPlan {
   request: StartRequest;
   filter: StreamFilter;
   /** rebind and explicit starts return `rebound` after the first commit of the new binding */
   returnsRebound: boolean;
 }
-
-/** Received frames waiting behind the one being handled (and its commit) before the socket stops reading. */
-const MAX_QUEUED_FRAMES = 1_024;
-
-type ConnectionEnd =
-  | { kind: 'outcome'; outcome: ConsumeOutcome }
-  | { kind: 'throw'; error: Error }
-  | { kind: 'reconnect'; code: StreamTransportCode; message: string; progressed: boolean }
-  /** the lease ran out or the activity was cancelled */
-  | { kind: 'finished' };
 
 export async function consumeStream(
   deps: ConsumeStreamDeps,
@@ -153,8 +85,8 @@ class StreamRun {
   #state: CommittedState;
   #leaseExpired = false;
   #committedThisRun = false;
-  /** Ends the current connection gracefully (lease over or cancelled). */
-  #finishCurrent: (() => void) | null = null;
+  /** The connection of this run, ended gracefully when the lease is over or the activity is cancelled. */
+  #current: StreamConnection | null = null;
 
   constructor(
     private readonly deps: ConsumeStreamDeps,
@@ -170,7 +102,7 @@ class StreamRun {
     if ('failed' in start) return this.#outcome({ kind: 'failed', code: 'config', message: start.failed });
 
     const { reconnect } = this.deps.config;
-    const stopNow = () => this.#finishCurrent?.();
+    const stopNow = () => this.#current?.finish();
     const leaseTimer = setTimeout(() => {
       this.#leaseExpired = true;
       stopNow();
@@ -259,12 +191,30 @@ class StreamRun {
     return { request: { mode: 'resume', token }, filter: binding.filter, returnsRebound: false };
   }
 
+  /** Opens the next connection under a new session epoch; it ends with what the run does next. */
   #connect(start: StartPlan): Promise<ConnectionEnd> {
-    const { deps, ctx } = this;
-    const { config, log } = deps;
     const epoch = this.#fence.begin();
     this.#counters.sessions += 1;
-    const session = new Session({
+    const session = this.#newSession(start);
+    const connection = new StreamConnection(
+      this.deps,
+      {
+        consumerId: this.input.consumerId,
+        counters: this.#counters,
+        signal: this.ctx.signal,
+        committedPosition: () => this.#state.position,
+        recordCommit: (plan, committed) => this.#recordCommit(plan, committed),
+        outcome: (stop) => this.#outcome(stop),
+      },
+      { session, fence: this.#fence, epoch, returnsRebound: start.returnsRebound },
+    );
+    this.#current = connection;
+    return connection.ended;
+  }
+
+  #newSession(start: StartPlan): Session {
+    const { config } = this.deps;
+    return new Session({
       consumerId: this.input.consumerId,
       subscriptionId: this.input.subscriptionId,
       filter: start.filter,
@@ -277,247 +227,6 @@ class StreamRun {
       staging: config.staging,
       now: () => Date.now(),
     });
-    // ws enforces a hard cap; frames between maxFrameBytes and the cap reach the codec, which names them.
-    const ws = new WebSocket(config.url, {
-      maxPayload: config.maxFrameBytes * 2,
-      handshakeTimeout: config.connectTimeoutMs,
-    });
-    let progressed = false;
-    let result: ConnectionEnd | null = null;
-    let queue: Promise<void> = Promise.resolve();
-
-    return new Promise<ConnectionEnd>((resolve) => {
-      // The handshake (socket, hello, authenticated, subscribed) must complete within connectTimeoutMs.
-      const handshakeTimer = setTimeout(
-        () =>
-          end({
-            kind: 'reconnect',
-            code: 'connect_failed',
-            message: `handshake not complete within ${config.connectTimeoutMs} ms (state ${session.state})`,
-            progressed,
-          }),
-        config.connectTimeoutMs,
-      );
-      const ageTimer = setInterval(
-        () => enqueue(() => perform(session.tick())),
-        Math.max(10, Math.min(1_000, config.staging.maxAgeMs / 4)),
-      );
-
-      // Ends the connection once: no further frame is processed, an in-flight commit finishes first.
-      const end = (value: ConnectionEnd): void => {
-        if (result) return;
-        result = value;
-        clearTimeout(handshakeTimer);
-        clearInterval(ageTimer);
-        this.#finishCurrent = null;
-        void queue.then(async () => {
-          this.#fence.retire(epoch);
-          session.stop();
-          await closeSocket(ws);
-          resolve(value);
-        });
-      };
-      this.#finishCurrent = () => end({ kind: 'finished' });
-      if (ctx.signal.aborted || this.#leaseExpired) this.#finishCurrent();
-
-      const enqueue = (task: () => Promise<void> | void): void => {
-        queue = queue
-          .then(() => (result || !this.#fence.isActive(epoch) ? undefined : task()))
-          .catch((error: unknown) =>
-            end({ kind: 'throw', error: error instanceof Error ? error : new Error(String(error)) }),
-          );
-      };
-
-      const send = (frame: ClientFrameBody): boolean => {
-        if (ws.readyState !== WebSocket.OPEN) return false;
-        ws.send(encodeClientFrame(frame));
-        return true;
-      };
-
-      const stopWith = (stop: SessionStop): void => {
-        switch (stop.kind) {
-          case 'retry_later':
-            log.warn('stream server asked to back off', { code: stop.code, retryAfterMs: stop.retryAfterMs });
-            return end({
-              kind: 'throw',
-              error: new StreamTransportError(stop.code, `server: ${stop.code}: ${stop.message}`, stop.retryAfterMs),
-            });
-          case 'reset_required':
-            log.warn('stream requires a reset decision; keeping the saved token', {
-              reason: stop.reason,
-              detectedLocally: stop.detectedLocally,
-              history: stop.history,
-            });
-            return end({
-              kind: 'outcome',
-              outcome: this.#outcome({
-                kind: 'reset_required',
-                reason: stop.reason,
-                history: stop.history,
-                refusedToken: stop.refusedToken,
-              }),
-            });
-          case 'cursor_mismatch':
-            log.error('stream refused the token for this binding (cursor_mismatch)', { message: stop.message });
-            return end({ kind: 'outcome', outcome: this.#outcome({ kind: 'cursor_mismatch', message: stop.message }) });
-          case 'failed':
-            log.error('stream session failed', { code: stop.code, message: stop.message });
-            return end({
-              kind: 'outcome',
-              outcome: this.#outcome({ kind: 'failed', code: stop.code, message: stop.message }),
-            });
-        }
-      };
-
-      const commit = async (plan: CheckpointPlan): Promise<void> => {
-        let committed: CommitResult;
-        try {
-          committed = await deps.store.commitCheckpoint(plan);
-        } catch (error) {
-          return this.#commitFailed(error, plan, end);
-        }
-        progressed = true;
-        this.#recordCommit(plan, committed);
-        await deps.hooks?.afterCommit?.(plan.checkpoint.position);
-        // The version moves even when no ACK may be sent, so the next plan fences correctly.
-        const ack = session.committed(plan, committed);
-        if (this.#fence.isActive(epoch) && !ctx.signal.aborted) {
-          for (const action of ack) {
-            if (action.type === 'send' && send(action.frame)) this.#counters.acksSent += 1;
-          }
-          await deps.hooks?.afterAck?.(plan.checkpoint.position);
-        }
-        if (start.returnsRebound) {
-          end({ kind: 'outcome', outcome: this.#outcome({ kind: 'rebound', generation: plan.checkpoint.generation }) });
-        }
-      };
-
-      const perform = async (actions: SessionAction[]): Promise<void> => {
-        for (const action of actions) {
-          if (result) return;
-          switch (action.type) {
-            case 'authenticate':
-              send({ type: 'authenticate', apiKey: config.apiKey });
-              break;
-            case 'send':
-              send(action.frame);
-              break;
-            case 'commit':
-              await commit(action.plan);
-              break;
-            case 'cut_reached':
-              log.info('stream caught up with its cut', { position: action.position, generation: session.generation });
-              break;
-            case 'stop':
-              stopWith(action.stop);
-              break;
-            case 'reconnect': {
-              const error = action.error;
-              const code: StreamTransportCode =
-                error instanceof StagingBoundExceeded
-                  ? 'staging_bound_exceeded'
-                  : error instanceof ServerStaleGeneration
-                    ? 'stale_generation'
-                    : 'protocol_violation';
-              log.error('dropping the stream session; staging discarded', {
-                code,
-                error: error.message,
-                position: this.#state.position,
-              });
-              end({ kind: 'reconnect', code, message: error.message, progressed });
-              break;
-            }
-          }
-        }
-      };
-
-      const onMessage = async (data: WebSocket.RawData, isBinary: boolean): Promise<void> => {
-        let frame;
-        try {
-          frame = decodeServerFrame(data, { isBinary, maxFrameBytes: config.maxFrameBytes });
-        } catch (error) {
-          if (!(error instanceof WireError)) throw error;
-          log.error('rejected a server frame', {
-            code: error.code,
-            frameType: error.frameType,
-            field: error.field,
-            reason: error.reason,
-          });
-          return end({ kind: 'reconnect', code: 'protocol_violation', message: error.message, progressed });
-        }
-        if (frame.type === 'hello') this.#counters.lastHeadPosition = frame.history.head;
-        const actions = session.receive(frame);
-        if (session.state === 'streaming') clearTimeout(handshakeTimer);
-        await perform(actions);
-        if (frame.type === 'batch' && !result && session.state === 'streaming')
-          await deps.hooks?.afterStage?.(frame.position);
-      };
-
-      // Frames are handled one at a time behind commits. Without backpressure a replay arriving faster than
-      // it commits would pile up here (hundreds of MB for a 50k-event replay); past the bound, stop reading
-      // the socket (TCP pushes back on the server) until the queue has drained to half.
-      let queuedFrames = 0;
-      ws.on('message', (data, isBinary) => {
-        if (!this.#fence.isActive(epoch)) return;
-        queuedFrames += 1;
-        if (queuedFrames >= MAX_QUEUED_FRAMES && !ws.isPaused) ws.pause();
-        enqueue(() => onMessage(data, isBinary));
-        queue = queue.then(() => {
-          queuedFrames -= 1;
-          if (ws.isPaused && queuedFrames <= MAX_QUEUED_FRAMES / 2) ws.resume();
-        });
-      });
-      ws.on('error', (error: Error & { code?: string }) => {
-        const tooLarge = error.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH';
-        log.error(tooLarge ? 'rejected a server frame: frame_too_large' : 'stream socket error', {
-          code: error.code,
-          error: error.message,
-        });
-        end({
-          kind: 'reconnect',
-          code: tooLarge ? 'protocol_violation' : 'connection_lost',
-          message: error.message,
-          progressed,
-        });
-      });
-      ws.on('close', (code, reason) => {
-        end({
-          kind: 'reconnect',
-          code: 'connection_lost',
-          message: `socket closed (${code}${reason.length ? ` ${reason.toString()}` : ''})`,
-          progressed,
-        });
-      });
-    });
-  }
-
-  #commitFailed(error: unknown, plan: CheckpointPlan, end: (value: ConnectionEnd) => void): void {
-    const { log } = this.deps;
-    const at = { position: plan.checkpoint.position, generation: plan.checkpoint.generation };
-    if (error instanceof Fenced) {
-      log.error('commit fenced: another attempt holds the lease; stopping without ACK', at);
-      return end({ kind: 'throw', error: new LeaseLost(this.input.consumerId, error) });
-    }
-    if (error instanceof ConflictingEvent) {
-      log.error('commit refused: an event conflicts with its saved receipt; no ACK', { ...at, eventId: error.eventId });
-      return end({
-        kind: 'outcome',
-        outcome: this.#outcome({ kind: 'failed', code: 'conflicting_event', message: error.message }),
-      });
-    }
-    if (error instanceof HeldQuarantine) {
-      log.warn('checkpoint held by quarantined events; waiting for a decision', { ...at, held: error.items.length });
-      return end({ kind: 'outcome', outcome: this.#outcome({ kind: 'held_quarantine', items: error.items }) });
-    }
-    if (error instanceof InvalidPlan) {
-      log.error('commit refused the plan', { ...at, reason: error.reason });
-      return end({
-        kind: 'outcome',
-        outcome: this.#outcome({ kind: 'failed', code: 'protocol_violation', message: error.message }),
-      });
-    }
-    // Storage failures (connection lost, …): Temporal retries the activity from the committed state.
-    end({ kind: 'throw', error: error instanceof Error ? error : new Error(String(error)) });
   }
 
   #recordCommit(plan: CheckpointPlan, committed: CommitResult): void {
@@ -552,7 +261,7 @@ class StreamRun {
     });
   }
 
-  #outcome<T extends DistributiveOmit<ConsumeOutcome, 'committed' | 'counters'>>(rest: T): ConsumeOutcome {
+  #outcome(rest: OutcomeStop): ConsumeOutcome {
     return { ...rest, committed: checkpointSummary(this.#state), counters: { ...this.#counters } };
   }
 }
@@ -566,29 +275,6 @@ export function checkpointSummary(state: CommittedState): CheckpointSummary {
     version: state.version,
     filterHash: state.binding?.filterHash ?? null,
   };
-}
-
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
-
-/** Closes gracefully so a last ACK is flushed, and terminates a peer that does not answer the close. */
-async function closeSocket(ws: WebSocket, graceMs = 1_000): Promise<void> {
-  ws.removeAllListeners();
-  ws.on('error', () => undefined);
-  // A socket paused for backpressure must read again to see the peer's close frame.
-  if (ws.isPaused) ws.resume();
-  if (ws.readyState === WebSocket.CLOSED) return;
-  if (ws.readyState !== WebSocket.OPEN) {
-    ws.terminate();
-    return;
-  }
-  await new Promise<void>((resolve) => {
-    const timer = setTimeout(() => ws.terminate(), graceMs);
-    ws.once('close', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    ws.close(1000, 'consumer done');
-  });
 }
 
 function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {

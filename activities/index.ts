@@ -17,18 +17,18 @@ import {
   UnknownConsumer,
   type DecisionInput,
 } from '../db/index.js';
+import { commitPageChunk, openPageProgress, recognisePageEvents, swapPageCursor } from '../db/pages.js';
 import type { StreamFilter } from '../protocol/codec.js';
+import { redactSecret } from '../protocol/redact.js';
 import type { CommittedState } from '../protocol/types.js';
-import type { WorkerConfig } from '../worker/config.js';
 import {
   checkpointSummary,
   consumeStream as runConsumeStream,
-  DatabaseBehind,
-  LeaseLost,
-  StreamTransportError,
+  type ConsumeStreamConfig,
   type ConsumeStreamDeps,
   type ConsumeStreamLog,
 } from './consume-stream.js';
+import { DatabaseBehind, LeaseLost, StreamTransportError } from './stream-errors.js';
 import {
   consumePages as runConsumePages,
   InvalidPageConsumerConfig,
@@ -36,6 +36,7 @@ import {
   type PageConsumerConfig,
   type PageHeartbeat,
   type PageOutcome,
+  type PageStore,
 } from './page-consumer.js';
 import type {
   BindingDecision,
@@ -46,9 +47,17 @@ import type {
   QuarantineDecision,
 } from './types.js';
 
+/** The settings the activities need; the worker's configuration provides them. */
+export interface ActivitiesConfig {
+  /** Everything the streaming run needs, the API key included. */
+  stream: ConsumeStreamConfig;
+  /** The paginated history source (PROTOCOL.md section 8): events asked per page, events per durable chunk. */
+  pages: { stream: string; limit: number; chunkSize: number };
+}
+
 export interface ActivityDeps {
   pool: pg.Pool;
-  config: Pick<WorkerConfig, 'stream' | 'pages'>;
+  config: ActivitiesConfig;
   log: ConsumeStreamLog;
   /** Test cut points inside the streaming run (kill -9 between stage, commit and ACK). */
   hooks?: ConsumeStreamDeps['hooks'];
@@ -61,6 +70,16 @@ export function poolStore(pool: pg.Pool): ConsumeStreamDeps['store'] {
   return {
     acquireLease: (consumerId) => acquireLease(pool, consumerId),
     commitCheckpoint: (plan) => commitCheckpoint(pool, plan),
+  };
+}
+
+/** The page consumer's store: progress, chunks and cursor swaps on the pool. */
+export function poolPageStore(pool: pg.Pool): PageStore {
+  return {
+    openPageProgress: (binding) => openPageProgress(pool, binding),
+    recognisePageEvents: (consumerId, events) => recognisePageEvents(pool, consumerId, events),
+    commitPageChunk: (chunk) => commitPageChunk(pool, chunk),
+    swapPageCursor: (swap) => swapPageCursor(pool, swap),
   };
 }
 
@@ -93,6 +112,25 @@ export function pageSourceUrl(streamUrl: string): string {
   return `${url.protocol === 'wss:' ? 'https:' : 'http:'}//${url.host}`;
 }
 
+/**
+ * The page consumer's configuration, for the consumePages activity and the `backfill` command alike: the source
+ * on the stream server's origin with the stream's API key, backoff, quarantine policy and actions, and the
+ * PAGE_LIMIT / PAGE_CHUNK_SIZE settings. `stream` is the paged stream (default PAGE_STREAM).
+ */
+export function pageConsumerConfig(config: ActivitiesConfig, stream = config.pages.stream): PageConsumerConfig {
+  const { url, apiKey, reconnect, quarantinePolicy, actions } = config.stream;
+  return {
+    url: pageSourceUrl(url),
+    apiKey,
+    stream,
+    limit: config.pages.limit,
+    chunkSize: config.pages.chunkSize,
+    backoff: reconnect,
+    quarantinePolicy,
+    actions,
+  };
+}
+
 export function committedView(state: CommittedState | null): CommittedView {
   if (!state) {
     return {
@@ -119,9 +157,10 @@ export function createActivities(deps: ActivityDeps) {
     log,
     ...(deps.hooks ? { hooks: deps.hooks } : {}),
   };
+  const pageStore = poolPageStore(pool);
 
   /** Belt and braces: no failure message that reaches workflow history may carry the API key. */
-  const scrub = (text: string): string => (apiKey.length > 0 ? text.split(apiKey).join('[REDACTED]') : text);
+  const scrub = (text: string): string => redactSecret(text, apiKey);
 
   /** Turns the core's typed errors into Temporal failures the workflow's retry policy understands. */
   function toFailure(error: unknown): unknown {
@@ -198,28 +237,17 @@ export function createActivities(deps: ActivityDeps) {
      */
     async consumePages(input: ConsumePagesActivityInput): Promise<PageOutcome> {
       const ctx = Context.current();
-      const { stream = deps.config.pages.stream, ...pagesInput } = input;
-      const { reconnect, quarantinePolicy, actions, heartbeatEveryMs } = deps.config.stream;
-      const config: PageConsumerConfig = {
-        url: pageSourceUrl(deps.config.stream.url),
-        apiKey,
-        stream,
-        // The same PAGE_LIMIT / PAGE_CHUNK_SIZE settings the `backfill` command uses.
-        limit: deps.config.pages.limit,
-        chunkSize: deps.config.pages.chunkSize,
-        backoff: reconnect,
-        quarantinePolicy,
-        actions,
-      };
+      const { stream, ...pagesInput } = input;
+      const config = pageConsumerConfig(deps.config, stream);
       let last: PageHeartbeat | undefined;
       const heartbeat = (details?: PageHeartbeat): void => {
         if (details) last = details;
         ctx.heartbeat(last);
       };
-      const timer = setInterval(() => heartbeat(), heartbeatEveryMs);
+      const timer = setInterval(() => heartbeat(), deps.config.stream.heartbeatEveryMs);
       try {
         return await guarded(async () => {
-          const outcome = await runConsumePages({ pool, config, log }, pagesInput, {
+          const outcome = await runConsumePages({ store: pageStore, config, log }, pagesInput, {
             heartbeat,
             signal: ctx.cancellationSignal,
           });

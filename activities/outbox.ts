@@ -7,7 +7,13 @@
 import type { Logger } from '@temporalio/common';
 import type pg from 'pg';
 import { claimOutbox, completeOutbox, DEFAULT_MAX_OUTBOX_ATTEMPTS, failOutbox, type OutboxItem } from '../db/index.js';
-import { createWebhookSender, WebhookError, type FetchLike, type SendAction } from './webhook.js';
+import {
+  createWebhookSender,
+  DEFAULT_WEBHOOK_TIMEOUT_MS,
+  WebhookError,
+  type FetchLike,
+  type SendAction,
+} from './webhook.js';
 
 export interface OutboxDispatcherOptions {
   pool: pg.Pool;
@@ -34,7 +40,6 @@ export interface DispatchRound {
 
 const DEFAULT_BATCH_SIZE = 20;
 const DEFAULT_IDLE_MS = 1000;
-const DEFAULT_TIMEOUT_MS = 10_000;
 
 export class OutboxDispatcher {
   private readonly pool: pg.Pool;
@@ -49,7 +54,7 @@ export class OutboxDispatcher {
   private wake: (() => void) | null = null;
 
   constructor(options: OutboxDispatcherOptions) {
-    const timeoutMs = options.webhookTimeoutMs ?? DEFAULT_TIMEOUT_MS;
+    const timeoutMs = options.webhookTimeoutMs ?? DEFAULT_WEBHOOK_TIMEOUT_MS;
     this.pool = options.pool;
     this.send = createWebhookSender({ url: options.webhookUrl, fetch: options.fetch, timeoutMs });
     this.log = options.log;

@@ -5,30 +5,9 @@
 // A crash anywhere resumes from the saved cursor; an overlapping or repeated page is recognised, never
 // reapplied. A non-advancing page is never applied: the reader backs off a bounded number of times and stops.
 import { setTimeout as delay } from 'node:timers/promises';
-import type pg from 'pg';
 import type { HeldQuarantineItem } from '../db/errors.js';
-import {
-  commitPageChunk,
-  openPageProgress,
-  recognisePageEvents,
-  swapPageCursor,
-  type PageProgress,
-} from '../db/pages.js';
-import { canonicalJson } from '../protocol/canonical.js';
-import {
-  decodePageError,
-  decodePageReset,
-  decodePageResponse,
-  pageAuthorization,
-  pagePath,
-  PAGE_QUERY,
-  type History,
-  type PageError,
-  type PageReset,
-  type PageResponse,
-  type ResetReason,
-  type StreamFilter,
-} from '../protocol/codec.js';
+import type { ChunkResult, CursorSwap, OpenPageProgress, PageChunk, PageProgress, Recognition } from '../db/pages.js';
+import type { History, PageResponse, ResetReason, StreamFilter } from '../protocol/codec.js';
 import { backoffDelay, type Backoff } from '../protocol/backoff.js';
 import {
   chunkByPosition,
@@ -37,23 +16,15 @@ import {
   splitAtApplied,
   stagePageEvents,
 } from '../protocol/pages.js';
-import type { ActionRules, QuarantinePolicy } from '../protocol/types.js';
+import type { ActionRules, QuarantinePolicy, StagedEvent } from '../protocol/types.js';
 import type { ConsumeStreamLog } from './consume-stream.js';
+import { requestPage, type PageAnswer, type PageFailureCode, type PageSourceConfig } from './page-source.js';
 
-export interface PageConsumerConfig {
-  /** HTTP base of the source, e.g. http://127.0.0.1:8787 */
-  url: string;
-  /** Sent as the page endpoint's `Authorization`; never logged, never in an outcome. */
-  apiKey: string;
-  stream: string;
-  /** Events per page asked of the source (it may return more: pages hold whole transitions). */
-  limit: number;
+export interface PageConsumerConfig extends PageSourceConfig {
   /** Events per durable chunk (a position is never split, so a chunk can be larger). */
   chunkSize: number;
   /** Bounds the repeats of a non-advancing page and of retryable failures. */
   backoff: Backoff;
-  /** Per request; default 30 s. */
-  requestTimeoutMs?: number;
   /** Default: every quarantine reason is held. */
   quarantinePolicy?: QuarantinePolicy;
   /** Default: no whale alerts. */
@@ -67,8 +38,21 @@ export interface PageConsumerHooks {
   afterCursorSwap?(progress: { appliedPosition: number; version: number }): void | Promise<void>;
 }
 
+/** Where a page consumer keeps its progress and makes its chunks durable: the db/pages.ts functions on a pool. */
+export interface PageStore {
+  openPageProgress(binding: { consumerId: string; stream: string; filter: StreamFilter }): Promise<OpenPageProgress>;
+  recognisePageEvents(consumerId: string, events: readonly StagedEvent[]): Promise<Recognition>;
+  commitPageChunk(chunk: PageChunk): Promise<ChunkResult>;
+  swapPageCursor(swap: {
+    consumerId: string;
+    expectedVersion: number;
+    next: string;
+    historyId: string;
+  }): Promise<CursorSwap>;
+}
+
 export interface PageConsumerDeps {
-  pool: pg.Pool;
+  store: PageStore;
   config: PageConsumerConfig;
   /** Default: the global fetch. */
   fetch?: typeof fetch;
@@ -135,7 +119,7 @@ export type PageStop =
   | { kind: 'binding_mismatch'; message: string }
   | {
       kind: 'source_failed';
-      code: PageError['code'] | 'invalid_page' | 'unavailable';
+      code: PageFailureCode;
       /** true when the failure was retryable and the backoff bound ran out. */
       retryable: boolean;
       status: number | null;
@@ -144,21 +128,6 @@ export type PageStop =
   | { kind: 'cancelled' };
 
 export type PageOutcome = PageStop & { progress: PageProgressView; counters: PageCounters };
-
-type Answer =
-  | { kind: 'page'; page: PageResponse }
-  | { kind: 'reset'; reset: PageReset }
-  | {
-      kind: 'failed';
-      code: Extract<PageStop, { kind: 'source_failed' }>['code'];
-      retryable: boolean;
-      status: number | null;
-      message: string;
-      retryAfterMs?: number;
-    };
-
-const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
-const RETRYABLE_CODES: ReadonlySet<string> = new Set(['overloaded', 'slow_consumer']);
 
 class Cancelled extends Error {
   override readonly name = 'Cancelled';
@@ -209,25 +178,11 @@ export async function consumePages(
   input: ConsumePagesInput,
   ctx: ConsumePagesContext,
 ): Promise<PageOutcome> {
-  const { pool, config, log } = deps;
+  const { store, config, log } = deps;
   checkConfig(config);
-  const fetchPage = deps.fetch ?? fetch;
   const { consumerId, filter } = input;
-  const counters: PageCounters = {
-    requests: 0,
-    pages: 0,
-    chunks: 0,
-    applied: 0,
-    recognised: 0,
-    duplicates: 0,
-    noEffect: 0,
-    quarantined: 0,
-  };
-  const quarantinePolicy = config.quarantinePolicy ?? { terminalReasons: [] };
-  const actions = config.actions ?? { whaleAlertMinNotional: null };
-  const redact = (text: string) => (config.apiKey.length > 0 ? text.split(config.apiKey).join('[REDACTED]') : text);
-
-  const opened = await openPageProgress(pool, { consumerId, stream: config.stream, filter });
+  const counters = emptyPageCounters();
+  const opened = await store.openPageProgress({ consumerId, stream: config.stream, filter });
   if (opened.kind === 'mismatch') {
     log.warn('page consumer stopped', { consumerId, stop: 'binding_mismatch' });
     const saved = opened.progress;
@@ -242,86 +197,79 @@ export async function consumePages(
       counters,
     };
   }
-  let current: PageProgress = opened.progress;
-  const finish = (stop: PageStop): PageOutcome => {
-    if (stop.kind !== 'page_limit' && stop.kind !== 'caught_up' && stop.kind !== 'cancelled') {
-      log.warn('page consumer stopped', { consumerId, stop: stop.kind, appliedPosition: current.appliedPosition });
-    }
-    const { resumeCursor, appliedPosition, version } = current;
-    return { ...stop, progress: { resumeCursor, appliedPosition, version }, counters };
-  };
-  const heartbeat = () =>
-    ctx.heartbeat({ appliedPosition: current.appliedPosition, version: current.version, counters: { ...counters } });
+  return new PageRun(deps, input, ctx, opened.progress, counters).run();
+}
 
-  async function request(cursor: string | null): Promise<Answer> {
-    const url = new URL(pagePath(config.stream), config.url);
-    if (cursor !== null) url.searchParams.set(PAGE_QUERY.cursor, cursor);
-    url.searchParams.set(PAGE_QUERY.limit, String(config.limit));
-    url.searchParams.set(PAGE_QUERY.filter, canonicalJson(filter));
-    counters.requests += 1;
-    let res: Response;
-    let text: string;
+function emptyPageCounters(): PageCounters {
+  return { requests: 0, pages: 0, chunks: 0, applied: 0, recognised: 0, duplicates: 0, noEffect: 0, quarantined: 0 };
+}
+
+class PageRun {
+  #current: PageProgress;
+
+  constructor(
+    private readonly deps: PageConsumerDeps,
+    private readonly input: ConsumePagesInput,
+    private readonly ctx: ConsumePagesContext,
+    progress: PageProgress,
+    private readonly counters: PageCounters,
+  ) {
+    this.#current = progress;
+  }
+
+  async run(): Promise<PageOutcome> {
+    const { maxPages } = this.input;
     try {
-      res = await fetchPage(url, {
-        headers: { authorization: pageAuthorization(config.apiKey), accept: 'application/json' },
-        signal: AbortSignal.any([
-          ctx.signal,
-          AbortSignal.timeout(config.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS),
-        ]),
+      while (maxPages === undefined || this.counters.pages < maxPages) {
+        if (this.ctx.signal.aborted) return this.#finish({ kind: 'cancelled' });
+        const cursor = this.#current.resumeCursor;
+        const fetched = await this.#fetchAdvancingPage(cursor);
+        if (fetched.kind !== 'page') return this.#finish(fetched);
+        const stop = await this.#applyPage(cursor, fetched.page);
+        if (stop) return this.#finish(stop);
+      }
+      return this.#finish({ kind: 'page_limit' });
+    } catch (error) {
+      if (error instanceof Cancelled) return this.#finish({ kind: 'cancelled' });
+      throw error;
+    }
+  }
+
+  #finish(stop: PageStop): PageOutcome {
+    if (stop.kind !== 'page_limit' && stop.kind !== 'caught_up' && stop.kind !== 'cancelled') {
+      this.deps.log.warn('page consumer stopped', {
+        consumerId: this.input.consumerId,
+        stop: stop.kind,
+        appliedPosition: this.#current.appliedPosition,
       });
-      text = await res.text();
-    } catch (error) {
-      // Connection refused or reset, a timeout, a body cut short: the same cursor may simply be asked again.
-      if (ctx.signal.aborted) throw new Cancelled();
-      return {
-        kind: 'failed',
-        code: 'unavailable',
-        retryable: true,
-        status: null,
-        message: redact(error instanceof Error ? error.message : String(error)),
-      };
     }
-    let body: unknown;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      body = undefined; // decoding below names what is wrong
-    }
-    try {
-      if (res.status === 200) return { kind: 'page', page: decodePageResponse(body) };
-      if (res.status === 410) return { kind: 'reset', reset: decodePageReset(body) };
-    } catch (error) {
-      return {
-        kind: 'failed',
-        code: 'invalid_page',
-        retryable: false,
-        status: res.status,
-        message: redact(error instanceof Error ? error.message : String(error)),
-      };
-    }
-    const retryAfter = Number(res.headers.get('retry-after'));
-    const retryAfterMs = Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : undefined;
-    let error: PageError | undefined;
-    try {
-      error = decodePageError(body);
-    } catch {
-      error = undefined;
-    }
-    const retryable = error ? RETRYABLE_CODES.has(error.code) : res.status >= 500 || res.status === 429;
-    return {
-      kind: 'failed',
-      code: error?.code ?? 'unavailable',
-      retryable,
-      status: res.status,
-      message: redact(error?.message ?? `HTTP ${res.status}`),
-      ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
-    };
+    const { resumeCursor, appliedPosition, version } = this.#current;
+    return { ...stop, progress: { resumeCursor, appliedPosition, version }, counters: this.counters };
+  }
+
+  #heartbeat(): void {
+    const { appliedPosition, version } = this.#current;
+    this.ctx.heartbeat({ appliedPosition, version, counters: { ...this.counters } });
+  }
+
+  async #request(cursor: string | null): Promise<Exclude<PageAnswer, { kind: 'cancelled' }>> {
+    this.counters.requests += 1;
+    const { filter } = this.input;
+    const answer = await requestPage(this.deps.config, cursor, {
+      filter,
+      signal: this.ctx.signal,
+      ...(this.deps.fetch ? { fetch: this.deps.fetch } : {}),
+    });
+    if (answer.kind === 'cancelled') throw new Cancelled();
+    return answer;
   }
 
   /** The page to apply, after backing off over non-advancing pages and retryable failures; or why to stop. */
-  async function fetchAdvancingPage(cursor: string | null): Promise<{ kind: 'page'; page: PageResponse } | PageStop> {
+  async #fetchAdvancingPage(cursor: string | null): Promise<{ kind: 'page'; page: PageResponse } | PageStop> {
+    const { config, log } = this.deps;
+    const { consumerId } = this.input;
     for (let attempt = 0; ; attempt++) {
-      const answer = await request(cursor);
+      const answer = await this.#request(cursor);
       let retryAfterMs: number | undefined;
       if (answer.kind === 'reset') {
         const { reason, history, token } = answer.reset;
@@ -338,7 +286,7 @@ export async function consumePages(
         });
         retryAfterMs = hint;
       } else {
-        const shape = classifyPage(cursor, answer.page, current.appliedPosition);
+        const shape = classifyPage(cursor, answer.page, this.#current.appliedPosition);
         if (shape.kind === 'advancing') return answer;
         if (attempt >= config.backoff.maxAttempts)
           return { kind: shape.nothingNew ? 'caught_up' : 'non_advancing', attempts: attempt + 1 };
@@ -349,9 +297,9 @@ export async function consumePages(
             attempt: attempt + 1,
           });
       }
-      heartbeat(); // a long backoff is still a live run
+      this.#heartbeat(); // a long backoff is still a live run
       try {
-        await delay(backoffDelay(config.backoff, attempt + 1, retryAfterMs), undefined, { signal: ctx.signal });
+        await delay(backoffDelay(config.backoff, attempt + 1, retryAfterMs), undefined, { signal: this.ctx.signal });
       } catch {
         throw new Cancelled();
       }
@@ -359,8 +307,8 @@ export async function consumePages(
   }
 
   /** Durable outcomes for every event of the page, then the cursor swap; a stop when that is not possible. */
-  async function applyPage(cursor: string | null, page: PageResponse): Promise<PageStop | null> {
-    if (current.historyId !== null && page.history.id !== current.historyId) {
+  async #applyPage(cursor: string | null, page: PageResponse): Promise<PageStop | null> {
+    if (this.#current.historyId !== null && page.history.id !== this.#current.historyId) {
       // The source's journal was rebuilt under this cursor: the same decision as a 410 history_rebuilt.
       return { kind: 'reset', reason: 'history_rebuilt', history: page.history, refusedToken: cursor ?? '' };
     }
@@ -375,60 +323,72 @@ export async function consumePages(
         message: `page out of journal order: ${orderProblem}`,
       };
 
-    const { recognised, fresh } = splitAtApplied(events, current.appliedPosition);
+    const { recognised, fresh } = splitAtApplied(events, this.#current.appliedPosition);
     if (recognised.length > 0) {
-      const recognition = await recognisePageEvents(pool, consumerId, recognised);
+      const recognition = await this.deps.store.recognisePageEvents(this.input.consumerId, recognised);
       if (recognition.kind !== 'recognised')
         return recognition.kind === 'conflict' ? { ...recognition } : { ...recognition, kind: 'unrecognised_event' };
-      counters.recognised += recognition.count;
+      this.counters.recognised += recognition.count;
     }
-    for (const chunk of chunkByPosition(fresh, config.chunkSize)) {
-      if (ctx.signal.aborted) throw new Cancelled();
-      const result = await commitPageChunk(pool, {
-        consumerId,
-        expectedVersion: current.version,
-        events: chunk,
-        quarantinePolicy,
-        actions,
-      });
-      if (result.kind === 'fenced') return { kind: 'fenced', actualVersion: result.actualVersion };
-      if (result.kind === 'conflict') return { ...result, kind: 'conflict' };
-      if (result.kind === 'held') return { kind: 'held_quarantine', items: result.items };
-      current = { ...current, appliedPosition: result.appliedPosition, version: result.version };
-      counters.chunks += 1;
-      counters.applied += result.counts.applied;
-      counters.duplicates += result.counts.duplicates;
-      counters.noEffect += result.counts.noEffect;
-      counters.quarantined += result.counts.quarantined;
-      heartbeat();
-      await deps.hooks?.afterChunkCommit?.({ appliedPosition: current.appliedPosition, version: current.version });
+    for (const chunk of chunkByPosition(fresh, this.deps.config.chunkSize)) {
+      if (this.ctx.signal.aborted) throw new Cancelled();
+      const stop = await this.#applyChunk(chunk);
+      if (stop) return stop;
     }
-    const swap = await swapPageCursor(pool, {
-      consumerId,
-      expectedVersion: current.version,
+    return this.#swapCursor(page);
+  }
+
+  /** One chunk's durable outcomes, in one transaction fenced on the progress version. */
+  async #applyChunk(chunk: StagedEvent[]): Promise<PageStop | null> {
+    const { store, config, hooks } = this.deps;
+    const result = await store.commitPageChunk({
+      consumerId: this.input.consumerId,
+      expectedVersion: this.#current.version,
+      events: chunk,
+      quarantinePolicy: config.quarantinePolicy ?? { terminalReasons: [] },
+      actions: config.actions ?? { whaleAlertMinNotional: null },
+    });
+    if (result.kind !== 'committed') return handleChunkRefusal(result);
+    this.#current = { ...this.#current, appliedPosition: result.appliedPosition, version: result.version };
+    const counters = this.counters;
+    counters.chunks += 1;
+    counters.applied += result.counts.applied;
+    counters.duplicates += result.counts.duplicates;
+    counters.noEffect += result.counts.noEffect;
+    counters.quarantined += result.counts.quarantined;
+    this.#heartbeat();
+    await hooks?.afterChunkCommit?.({ appliedPosition: this.#current.appliedPosition, version: this.#current.version });
+    return null;
+  }
+
+  /** Replaces the cursor with the page's `next`, by one compare-and-swap on the progress version. */
+  async #swapCursor(page: PageResponse): Promise<PageStop | null> {
+    const swap = await this.deps.store.swapPageCursor({
+      consumerId: this.input.consumerId,
+      expectedVersion: this.#current.version,
       next: page.next,
       historyId: page.history.id,
     });
     if (swap.kind === 'fenced') return { kind: 'fenced', actualVersion: swap.actualVersion };
-    current = { ...current, resumeCursor: page.next, historyId: page.history.id, version: swap.version };
-    counters.pages += 1;
-    heartbeat();
-    await deps.hooks?.afterCursorSwap?.({ appliedPosition: current.appliedPosition, version: current.version });
+    this.#current = { ...this.#current, resumeCursor: page.next, historyId: page.history.id, version: swap.version };
+    this.counters.pages += 1;
+    this.#heartbeat();
+    await this.deps.hooks?.afterCursorSwap?.({
+      appliedPosition: this.#current.appliedPosition,
+      version: this.#current.version,
+    });
     return null;
   }
+}
 
-  try {
-    while (input.maxPages === undefined || counters.pages < input.maxPages) {
-      if (ctx.signal.aborted) return finish({ kind: 'cancelled' });
-      const cursor = current.resumeCursor;
-      const fetched = await fetchAdvancingPage(cursor);
-      if (fetched.kind !== 'page') return finish(fetched);
-      const stop = await applyPage(cursor, fetched.page);
-      if (stop) return finish(stop);
-    }
-    return finish({ kind: 'page_limit' });
-  } catch (error) {
-    if (error instanceof Cancelled) return finish({ kind: 'cancelled' });
-    throw error;
+/** Why a chunk was not applied: nothing of it is durable except held quarantine records. */
+function handleChunkRefusal(result: Exclude<ChunkResult, { kind: 'committed' }>): PageStop {
+  switch (result.kind) {
+    case 'fenced':
+      return { kind: 'fenced', actualVersion: result.actualVersion };
+    case 'conflict':
+      return { ...result, kind: 'conflict' };
+    case 'held':
+      return { kind: 'held_quarantine', items: result.items };
   }
 }

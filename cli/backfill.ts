@@ -2,8 +2,9 @@
 // configured source and database (no Temporal, no worker). The page consumer's progress row is the only
 // state, so a run stopped anywhere (Ctrl-C, a crash, --max-pages) resumes from the saved cursor next time.
 import { canonicalJson } from '../protocol/canonical.js';
+import { redactSecret } from '../protocol/redact.js';
 import { consumePages, type PageHeartbeat, type PageOutcome } from '../activities/page-consumer.js';
-import { pageSourceUrl } from '../activities/index.js';
+import { pageConsumerConfig, poolPageStore } from '../activities/index.js';
 import { createPool, migrate } from '../db/index.js';
 import { loadPageProgress } from '../db/pages.js';
 import { ConfigError, loadConfig, type WorkerConfig } from '../worker/config.js';
@@ -28,7 +29,7 @@ export async function runBackfill(cmd: BackfillCommand, env: NodeJS.ProcessEnv, 
   const config = loadWorkerConfig(env);
   const apiKey = config.stream.apiKey;
   // Belt and braces: nothing this command prints may carry the API key.
-  const scrub = (text: string): string => text.split(apiKey).join('[REDACTED]');
+  const scrub = (text: string): string => redactSecret(text, apiKey);
   const say = (text: string): void => io.out(scrub(text));
   const warn = (text: string): void => io.err(scrub(text));
   const logLine = (level: string) => (msg: string, fields?: Record<string, unknown>) =>
@@ -72,17 +73,8 @@ export async function runBackfill(cmd: BackfillCommand, env: NodeJS.ProcessEnv, 
     };
     const outcome = await consumePages(
       {
-        pool,
-        config: {
-          url: pageSourceUrl(config.stream.url),
-          apiKey,
-          stream: config.pages.stream,
-          limit: config.pages.limit,
-          chunkSize: config.pages.chunkSize,
-          backoff: config.stream.reconnect,
-          quarantinePolicy: config.stream.quarantinePolicy,
-          actions: config.stream.actions,
-        },
+        store: poolPageStore(pool),
+        config: pageConsumerConfig(config),
         log: { info: () => undefined, warn: logLine('warn'), error: logLine('error') },
       },
       {

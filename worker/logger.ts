@@ -3,13 +3,14 @@
 // same redaction. Secrets are redacted by value (the API key wherever it appears, even inside an error
 // message or a stack) and by key name, and passwords in URLs are masked.
 import type { LogLevel, LogMetadata, Logger } from '@temporalio/common';
+import { REDACTED, redactSecret } from '../protocol/redact.js';
 
 export type { LogLevel };
 
 const SEVERITY: Record<LogLevel, number> = { TRACE: 10, DEBUG: 20, INFO: 30, WARN: 40, ERROR: 50 };
 export const LOG_LEVELS = Object.keys(SEVERITY) as LogLevel[];
 
-export const REDACTED = '[REDACTED]';
+export { REDACTED };
 /** Field names whose values are never logged, whatever they hold. */
 const SECRET_KEY = /^(api[-_]?key|authorization|password|secret|whalehunt_api_key)$/i;
 /** user:password@ in any URL-like string (postgres://, https://). */
@@ -89,7 +90,7 @@ export class JsonLogger implements Logger {
   /** Removes every configured secret and URL password from `text`. */
   redactText(text: string): string {
     let out = text.replace(URL_PASSWORD, `$1${REDACTED}@`);
-    for (const secret of this.secrets) out = out.split(secret).join(REDACTED);
+    for (const secret of this.secrets) out = redactSecret(out, secret);
     return out;
   }
 

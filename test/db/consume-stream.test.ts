@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import { filterHash } from '../../protocol/canonical.js';
 import { encodeServerFrame, PROTOCOL_NAME } from '../../protocol/codec.js';
-import { DatabaseBehind, LeaseLost, StreamTransportError } from '../../activities/consume-stream.js';
+import { DatabaseBehind, LeaseLost, StreamTransportError } from '../../activities/stream-errors.js';
 import type { ConsumeOutcome } from '../../activities/types.js';
 import { acquireLease } from '../../db/index.js';
 import type { ReferenceStreamServer } from '../../simulator/server.js';

@@ -8,6 +8,7 @@ import {
   type PageHeartbeat,
   type PageOutcome,
 } from '../../activities/page-consumer.js';
+import { poolPageStore } from '../../activities/index.js';
 import { loadPageProgress, type PageProgress } from '../../db/pages.js';
 import { PAGE_QUERY, type StreamFilter } from '../../protocol/codec.js';
 import type { QuarantineReason } from '../../protocol/types.js';
@@ -127,7 +128,7 @@ function run(
   const line = (msg: string, fields?: Record<string, unknown>) =>
     void logs.push(`${msg} ${JSON.stringify(fields ?? {})}`);
   const deps: PageConsumerDeps = {
-    pool: db.pool,
+    store: poolPageStore(db.pool),
     config: {
       url: server.httpUrl,
       apiKey: opts.apiKey ?? API_KEY,

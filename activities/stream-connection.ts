@@ -1,0 +1,375 @@
+// One session of the streaming run over one WebSocket: socket → codec → Session → commitCheckpoint → ACK
+// (DESIGN.md "One frame's journey"). The run begins a new session epoch for each connection; a frame or callback
+// of a retired epoch is dropped. A connection ends once, with a ConnectionEnd the run acts on; an in-flight
+// commit finishes before its socket closes.
+import WebSocket from 'ws';
+import { decodeServerFrame, encodeClientFrame, WireError, type ClientFrameBody } from '../protocol/codec.js';
+import { ServerStaleGeneration, type Session, type SessionAction, type SessionStop } from '../protocol/session.js';
+import type { SessionFence } from '../protocol/session-fence.js';
+import { StagingBoundExceeded } from '../protocol/staging.js';
+import type { CheckpointPlan } from '../protocol/types.js';
+import type { CommitResult } from '../db/commit.js';
+import { ConflictingEvent, Fenced, HeldQuarantine, InvalidPlan } from '../db/errors.js';
+import type { ConsumeStreamDeps, ConsumeStreamLog } from './consume-stream.js';
+import { LeaseLost, StreamTransportError, type StreamTransportCode } from './stream-errors.js';
+import type { ConsumeOutcome, StreamCounters } from './types.js';
+
+/** Received frames waiting behind the one being handled (and its commit) before the socket stops reading. */
+const MAX_QUEUED_FRAMES = 1_024;
+
+export type ConnectionEnd =
+  | { kind: 'outcome'; outcome: ConsumeOutcome }
+  | { kind: 'throw'; error: Error }
+  | { kind: 'reconnect'; code: StreamTransportCode; message: string; progressed: boolean }
+  /** the lease ran out or the activity was cancelled */
+  | { kind: 'finished' };
+
+/** An outcome before the run adds its committed checkpoint and counters. */
+export type OutcomeStop = DistributiveOmit<ConsumeOutcome, 'committed' | 'counters'>;
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+/** The run a connection belongs to: it owns the committed state, the counters and the outcomes. */
+export interface ConnectionRun {
+  readonly consumerId: string;
+  readonly counters: StreamCounters;
+  readonly signal: AbortSignal;
+  committedPosition(): number | null;
+  recordCommit(plan: CheckpointPlan, committed: CommitResult): void;
+  outcome(stop: OutcomeStop): ConsumeOutcome;
+}
+
+/** The session this connection carries, under the epoch the run began for it. */
+export interface ConnectionSession {
+  session: Session;
+  fence: SessionFence;
+  epoch: number;
+  /** rebind and explicit starts end with `rebound` after their first commit */
+  returnsRebound: boolean;
+}
+
+export class StreamConnection {
+  /** Settles once, after the connection ended and its socket closed. */
+  readonly ended: Promise<ConnectionEnd>;
+  #resolveEnded: (end: ConnectionEnd) => void = () => undefined;
+  #result: ConnectionEnd | null = null;
+  /** Frames and ticks are handled one at a time, each behind the previous one's commit. */
+  #queue: Promise<void> = Promise.resolve();
+  #queuedFrames = 0;
+  /** A checkpoint committed on this connection (the run's reconnect count starts over). */
+  #progressed = false;
+  readonly #ws: WebSocket;
+  readonly #handshakeTimer: ReturnType<typeof setTimeout>;
+  readonly #ageTimer: ReturnType<typeof setInterval>;
+
+  constructor(
+    private readonly deps: Pick<ConsumeStreamDeps, 'store' | 'config' | 'log' | 'hooks'>,
+    private readonly run: ConnectionRun,
+    private readonly current: ConnectionSession,
+  ) {
+    this.ended = new Promise((resolve) => {
+      this.#resolveEnded = resolve;
+    });
+    this.#ws = openSocket(deps.config);
+    this.#handshakeTimer = this.#startHandshakeTimer();
+    this.#ageTimer = this.#startAgeTimer();
+    this.#listen();
+  }
+
+  /** Ends the connection gracefully (the lease ran out or the activity was cancelled); once ended, a no-op. */
+  finish(): void {
+    this.#end({ kind: 'finished' });
+  }
+
+  /** The handshake (socket, hello, authenticated, subscribed) must complete within connectTimeoutMs. */
+  #startHandshakeTimer(): ReturnType<typeof setTimeout> {
+    const { connectTimeoutMs } = this.deps.config;
+    return setTimeout(
+      () =>
+        this.#end({
+          kind: 'reconnect',
+          code: 'connect_failed',
+          message: `handshake not complete within ${connectTimeoutMs} ms (state ${this.current.session.state})`,
+          progressed: this.#progressed,
+        }),
+      connectTimeoutMs,
+    );
+  }
+
+  /** Lets the session commit a checkpoint that reached its maximum age while no frame arrives. */
+  #startAgeTimer(): ReturnType<typeof setInterval> {
+    const everyMs = Math.max(10, Math.min(1_000, this.deps.config.staging.maxAgeMs / 4));
+    return setInterval(() => this.#enqueue(() => this.#perform(this.current.session.tick())), everyMs);
+  }
+
+  #listen(): void {
+    const ws = this.#ws;
+    ws.on('message', (data, isBinary) => this.#enqueueFrame(data, isBinary));
+    ws.on('error', (error: Error & { code?: string }) => {
+      const tooLarge = error.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH';
+      this.deps.log.error(tooLarge ? 'rejected a server frame: frame_too_large' : 'stream socket error', {
+        code: error.code,
+        error: error.message,
+      });
+      this.#end({
+        kind: 'reconnect',
+        code: tooLarge ? 'protocol_violation' : 'connection_lost',
+        message: error.message,
+        progressed: this.#progressed,
+      });
+    });
+    ws.on('close', (code, reason) => {
+      this.#end({
+        kind: 'reconnect',
+        code: 'connection_lost',
+        message: `socket closed (${code}${reason.length ? ` ${reason.toString()}` : ''})`,
+        progressed: this.#progressed,
+      });
+    });
+  }
+
+  /**
+   * Queues a received frame. Without backpressure a replay arriving faster than it commits would pile up here
+   * (hundreds of MB for a 50k-event replay); past the bound, stop reading the socket (TCP pushes back on the
+   * server) until the queue has drained to half.
+   */
+  #enqueueFrame(data: WebSocket.RawData, isBinary: boolean): void {
+    const ws = this.#ws;
+    if (!this.#isActive()) return;
+    this.#queuedFrames += 1;
+    if (this.#queuedFrames >= MAX_QUEUED_FRAMES && !ws.isPaused) ws.pause();
+    this.#enqueue(() => this.#handleFrame(data, isBinary));
+    this.#queue = this.#queue.then(() => {
+      this.#queuedFrames -= 1;
+      if (ws.isPaused && this.#queuedFrames <= MAX_QUEUED_FRAMES / 2) ws.resume();
+    });
+  }
+
+  /** Runs `task` after the queued ones, unless the connection ended or its epoch was retired meanwhile. */
+  #enqueue(task: () => Promise<void> | void): void {
+    this.#queue = this.#queue
+      .then(() => (this.#result || !this.#isActive() ? undefined : task()))
+      .catch((error: unknown) =>
+        this.#end({ kind: 'throw', error: error instanceof Error ? error : new Error(String(error)) }),
+      );
+  }
+
+  async #handleFrame(data: WebSocket.RawData, isBinary: boolean): Promise<void> {
+    const { config, log, hooks } = this.deps;
+    const { session } = this.current;
+    let frame;
+    try {
+      frame = decodeServerFrame(data, { isBinary, maxFrameBytes: config.maxFrameBytes });
+    } catch (error) {
+      if (!(error instanceof WireError)) throw error;
+      log.error('rejected a server frame', {
+        code: error.code,
+        frameType: error.frameType,
+        field: error.field,
+        reason: error.reason,
+      });
+      return this.#end({
+        kind: 'reconnect',
+        code: 'protocol_violation',
+        message: error.message,
+        progressed: this.#progressed,
+      });
+    }
+    if (frame.type === 'hello') this.run.counters.lastHeadPosition = frame.history.head;
+    const actions = session.receive(frame);
+    if (session.state === 'streaming') clearTimeout(this.#handshakeTimer);
+    await this.#perform(actions);
+    if (frame.type === 'batch' && !this.#result && session.state === 'streaming')
+      await hooks?.afterStage?.(frame.position);
+  }
+
+  async #perform(actions: SessionAction[]): Promise<void> {
+    const { config, log } = this.deps;
+    for (const action of actions) {
+      if (this.#result) return;
+      switch (action.type) {
+        case 'authenticate':
+          this.#send({ type: 'authenticate', apiKey: config.apiKey });
+          break;
+        case 'send':
+          this.#send(action.frame);
+          break;
+        case 'commit':
+          await this.#commit(action.plan);
+          break;
+        case 'cut_reached':
+          log.info('stream caught up with its cut', {
+            position: action.position,
+            generation: this.current.session.generation,
+          });
+          break;
+        case 'stop':
+          this.#stopWith(action.stop);
+          break;
+        case 'reconnect':
+          this.#dropSession(action.error);
+          break;
+      }
+    }
+  }
+
+  /** Commits the plan; ACKs only while this session is the active one; a rebinding start ends after it. */
+  async #commit(plan: CheckpointPlan): Promise<void> {
+    const { store, hooks } = this.deps;
+    const { session, returnsRebound } = this.current;
+    let committed: CommitResult;
+    try {
+      committed = await store.commitCheckpoint(plan);
+    } catch (error) {
+      return this.#end(handleCommitFailure(error, plan, this.run, this.deps.log));
+    }
+    this.#progressed = true;
+    this.run.recordCommit(plan, committed);
+    await hooks?.afterCommit?.(plan.checkpoint.position);
+    // The version moves even when no ACK may be sent, so the next plan fences correctly.
+    const ack = session.committed(plan, committed);
+    if (this.#isActive() && !this.run.signal.aborted) {
+      for (const action of ack) {
+        if (action.type === 'send' && this.#send(action.frame)) this.run.counters.acksSent += 1;
+      }
+      await hooks?.afterAck?.(plan.checkpoint.position);
+    }
+    if (returnsRebound) {
+      this.#end({
+        kind: 'outcome',
+        outcome: this.run.outcome({ kind: 'rebound', generation: plan.checkpoint.generation }),
+      });
+    }
+  }
+
+  #send(frame: ClientFrameBody): boolean {
+    if (this.#ws.readyState !== WebSocket.OPEN) return false;
+    this.#ws.send(encodeClientFrame(frame));
+    return true;
+  }
+
+  /** A protocol stop of the session: an outcome for the workflow, or a retryable transport error. */
+  #stopWith(stop: SessionStop): void {
+    const { log } = this.deps;
+    const outcome = (rest: OutcomeStop): void => this.#end({ kind: 'outcome', outcome: this.run.outcome(rest) });
+    switch (stop.kind) {
+      case 'retry_later':
+        log.warn('stream server asked to back off', { code: stop.code, retryAfterMs: stop.retryAfterMs });
+        return this.#end({
+          kind: 'throw',
+          error: new StreamTransportError(stop.code, `server: ${stop.code}: ${stop.message}`, stop.retryAfterMs),
+        });
+      case 'reset_required':
+        log.warn('stream requires a reset decision; keeping the saved token', {
+          reason: stop.reason,
+          detectedLocally: stop.detectedLocally,
+          history: stop.history,
+        });
+        return outcome({
+          kind: 'reset_required',
+          reason: stop.reason,
+          history: stop.history,
+          refusedToken: stop.refusedToken,
+        });
+      case 'cursor_mismatch':
+        log.error('stream refused the token for this binding (cursor_mismatch)', { message: stop.message });
+        return outcome({ kind: 'cursor_mismatch', message: stop.message });
+      case 'failed':
+        log.error('stream session failed', { code: stop.code, message: stop.message });
+        return outcome({ kind: 'failed', code: stop.code, message: stop.message });
+    }
+  }
+
+  /** The session cannot go on (staging bound, stale generation, protocol violation): reconnect from the checkpoint. */
+  #dropSession(error: Error): void {
+    const code: StreamTransportCode =
+      error instanceof StagingBoundExceeded
+        ? 'staging_bound_exceeded'
+        : error instanceof ServerStaleGeneration
+          ? 'stale_generation'
+          : 'protocol_violation';
+    this.deps.log.error('dropping the stream session; staging discarded', {
+      code,
+      error: error.message,
+      position: this.run.committedPosition(),
+    });
+    this.#end({ kind: 'reconnect', code, message: error.message, progressed: this.#progressed });
+  }
+
+  #isActive(): boolean {
+    return this.current.fence.isActive(this.current.epoch);
+  }
+
+  /** Ends the connection once: no further frame is processed, an in-flight commit finishes first. */
+  #end(value: ConnectionEnd): void {
+    if (this.#result) return;
+    this.#result = value;
+    clearTimeout(this.#handshakeTimer);
+    clearInterval(this.#ageTimer);
+    void this.#queue.then(() => this.#close(value));
+  }
+
+  async #close(value: ConnectionEnd): Promise<void> {
+    this.current.fence.retire(this.current.epoch);
+    this.current.session.stop();
+    await closeSocket(this.#ws);
+    this.#resolveEnded(value);
+  }
+}
+
+/** How a refused or failed commit ends the connection; nothing is ACKed. */
+export function handleCommitFailure(
+  error: unknown,
+  plan: CheckpointPlan,
+  run: Pick<ConnectionRun, 'consumerId' | 'outcome'>,
+  log: ConsumeStreamLog,
+): ConnectionEnd {
+  const at = { position: plan.checkpoint.position, generation: plan.checkpoint.generation };
+  const outcome = (rest: OutcomeStop): ConnectionEnd => ({ kind: 'outcome', outcome: run.outcome(rest) });
+  if (error instanceof Fenced) {
+    log.error('commit fenced: another attempt holds the lease; stopping without ACK', at);
+    return { kind: 'throw', error: new LeaseLost(run.consumerId, error) };
+  }
+  if (error instanceof ConflictingEvent) {
+    log.error('commit refused: an event conflicts with its saved receipt; no ACK', { ...at, eventId: error.eventId });
+    return outcome({ kind: 'failed', code: 'conflicting_event', message: error.message });
+  }
+  if (error instanceof HeldQuarantine) {
+    log.warn('checkpoint held by quarantined events; waiting for a decision', { ...at, held: error.items.length });
+    return outcome({ kind: 'held_quarantine', items: error.items });
+  }
+  if (error instanceof InvalidPlan) {
+    log.error('commit refused the plan', { ...at, reason: error.reason });
+    return outcome({ kind: 'failed', code: 'protocol_violation', message: error.message });
+  }
+  // Storage failures (connection lost, …): Temporal retries the activity from the committed state.
+  return { kind: 'throw', error: error instanceof Error ? error : new Error(String(error)) };
+}
+
+/** ws enforces a hard cap; frames between maxFrameBytes and the cap reach the codec, which names them. */
+function openSocket(config: ConsumeStreamDeps['config']): WebSocket {
+  return new WebSocket(config.url, {
+    maxPayload: config.maxFrameBytes * 2,
+    handshakeTimeout: config.connectTimeoutMs,
+  });
+}
+
+/** Closes gracefully so a last ACK is flushed, and terminates a peer that does not answer the close. */
+async function closeSocket(ws: WebSocket, graceMs = 1_000): Promise<void> {
+  ws.removeAllListeners();
+  ws.on('error', () => undefined);
+  // A socket paused for backpressure must read again to see the peer's close frame.
+  if (ws.isPaused) ws.resume();
+  if (ws.readyState === WebSocket.CLOSED) return;
+  if (ws.readyState !== WebSocket.OPEN) {
+    ws.terminate();
+    return;
+  }
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(() => ws.terminate(), graceMs);
+    ws.once('close', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    ws.close(1000, 'consumer done');
+  });
+}

@@ -6,25 +6,28 @@ import { tmpdir } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import type * as Consumers from '../../cli/consumers.js';
 import { main } from '../../cli/main.js';
 import { SEARCH_ATTRIBUTES } from '../../workflows/definitions.js';
 
 // The CLI's `start` against a Temporal where the consumer already runs, without a server: the real command and
 // error formatting, a client whose start fails the way the server's does.
 vi.mock('../../cli/consumers.js', async (importOriginal) => ({
-  ...(await importOriginal<typeof import('../../cli/consumers.js')>()),
-  connectTemporal: async (config: unknown) => ({
-    config,
-    client: {
-      workflow: {
-        start: async (_type: string, options: { workflowId: string }) => {
-          throw new WorkflowExecutionAlreadyStartedError('already started', options.workflowId, 'consumerWorkflow');
+  ...(await importOriginal<typeof Consumers>()),
+  connectTemporal: (config: unknown) =>
+    Promise.resolve({
+      config,
+      client: {
+        workflow: {
+          start: (_type: string, options: { workflowId: string }) =>
+            Promise.reject(
+              new WorkflowExecutionAlreadyStartedError('already started', options.workflowId, 'consumerWorkflow'),
+            ),
         },
       },
-    },
-    close: async () => undefined,
-  }),
+      close: () => Promise.resolve(),
+    }),
 }));
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -149,22 +152,21 @@ function runScript(script: string, stubDir: string, env: Record<string, string>)
 }
 
 describe('docker-compose.yml', () => {
-  let config: ComposeConfig;
+  // Rendered on first use, in a test: without docker-compose every test fails (none is reported as skipped).
+  let rendered: ComposeConfig | undefined;
+  const compose = (): ComposeConfig => (rendered ??= renderCompose(composeEnv(REQUIRED_ENV)));
   const stubDirs: string[] = [];
-  beforeAll(() => {
-    config = renderCompose(composeEnv(REQUIRED_ENV));
-  });
   afterAll(() => {
     for (const dir of stubDirs) rmSync(dir, { recursive: true, force: true });
   });
   const service = (name: string): ComposeService => {
-    const found = config.services[name];
+    const found = compose().services[name];
     if (!found) throw new Error(`docker-compose.yml has no service ${name}`);
     return found;
   };
 
   it('runs the stack on current images, without the deprecated temporalio/auto-setup', () => {
-    expect(Object.keys(config.services).sort()).toEqual([
+    expect(Object.keys(compose().services).sort()).toEqual([
       'consumer-start',
       'postgres',
       'temporal',
@@ -178,11 +180,11 @@ describe('docker-compose.yml', () => {
     expect(service('temporal-namespace').image).toBe(service('temporal-schema').image);
     expect(service('temporal-ui').image).toMatch(/^temporalio\/ui:/);
     expect(service('postgres').image).toMatch(/^postgres:/);
-    expect(JSON.stringify(config)).not.toContain('auto-setup');
+    expect(JSON.stringify(compose())).not.toContain('auto-setup');
   });
 
   it('pins every pulled image to a full version, and the worker image to a pinned Node', () => {
-    for (const [name, svc] of Object.entries(config.services)) {
+    for (const [name, svc] of Object.entries(compose().services)) {
       if (svc.build !== undefined || svc.pull_policy === 'never') continue;
       // Postgres versions are major.minor; Temporal's are major.minor.patch (major.minor tags move).
       const version = svc.image?.startsWith('postgres:') ? String.raw`\d+\.\d+` : String.raw`\d+\.\d+\.\d+`;
@@ -197,7 +199,7 @@ describe('docker-compose.yml', () => {
   });
 
   it('publishes no host port 5432, and everything it publishes on loopback only', () => {
-    const published = Object.entries(config.services).flatMap(([name, svc]) =>
+    const published = Object.entries(compose().services).flatMap(([name, svc]) =>
       publishedPorts(svc).map((p) => ({ name, ...p })),
     );
     expect(published.map((p) => p.published)).not.toContain(5432);
@@ -211,7 +213,7 @@ describe('docker-compose.yml', () => {
 
   it('orders the one-shot setup services by depends_on conditions', () => {
     const conditions = Object.fromEntries(
-      Object.entries(config.services).map(([name, svc]) => [
+      Object.entries(compose().services).map(([name, svc]) => [
         name,
         Object.fromEntries(Object.entries(svc.depends_on ?? {}).map(([dep, d]) => [dep, d.condition])),
       ]),
@@ -316,6 +318,7 @@ describe('docker-compose.yml', () => {
   });
 
   it('refuses to render without the stream URL and API key', () => {
+    composeVersion();
     const result = dockerCompose(['config'], composeEnv({}));
     expect(result.status).not.toBe(0);
     expect(result.stderr).toContain('WHALEHUNT_URL');

@@ -20,7 +20,7 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { createActivities } from '../activities/index.js';
+import type { Activities } from '../activities/index.js';
 import type { ConsumeOutcome, DecisionAudit } from '../activities/types.js';
 import { ConsumerState, RUNNING_PHASES } from './consumer-state.js';
 import {
@@ -57,8 +57,6 @@ import {
   parseQuarantineResolution,
   parseRebindRequest,
 } from './validation.js';
-
-type Activities = ReturnType<typeof createActivities>;
 
 const DEFAULTS = {
   heartbeatTimeoutMs: 15_000,

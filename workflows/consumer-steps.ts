@@ -11,8 +11,8 @@ import {
   log,
   proxyActivities,
 } from '@temporalio/workflow';
-import type { Activities } from '../activities/index.js';
-import type { ConsumeOutcome } from '../activities/types.js';
+import type { Activities, CommittedView } from '../activities/index.js';
+import type { ConsumeOutcome, DecisionAudit } from '../activities/types.js';
 import type { ConsumerInbox } from './consumer-inbox.js';
 import type { ConsumerState } from './consumer-state.js';
 import type { ConsumerTuning } from './definitions.js';
@@ -95,15 +95,7 @@ export class ConsumerSteps {
       this.stopFor('completed', 'the consumer was abandoned by an earlier decision');
       return;
     }
-    const { state } = this;
-    if (view.summary.token !== null) {
-      if (view.filter) state.filter = view.filter;
-      state.committed = view.summary;
-      if (view.pendingStart) state.start = { mode: view.pendingStart, filter: state.filter };
-      else if (state.start.mode !== 'rebind') state.start = { mode: 'resume' };
-    } else if (view.pendingStart) {
-      state.start = { mode: view.pendingStart, filter: state.filter };
-    }
+    this.state.adoptCommitted(view);
     log.info('adopted the committed checkpoint', {
       consumerId: this.state.consumerId,
       why,
@@ -242,27 +234,16 @@ export class ConsumerSteps {
     await condition(() => this.inbox.gap !== null);
     const { ticket, value } = this.inbox.takeGap()!;
     const consumerId = this.state.consumerId;
-    if (!(await this.record(ticket, () => this.decisions.recordGapDecision({ consumerId, ...value })))) return;
-    if (value.decision === 'abandon') {
-      this.stopFor('completed', `abandoned by ${value.actor}: ${value.reason}`);
-      return;
-    }
-    this.state.start = { mode: value.decision, filter: this.state.startFilter() };
-    this.state.proceed();
+    const view = await this.record(ticket, () => this.decisions.recordGapDecision({ consumerId, ...value }));
+    if (view) this.startAsDecided(view, value);
   }
 
   async decideBinding(): Promise<void> {
     await condition(() => this.inbox.binding !== null);
     const { ticket, value } = this.inbox.takeBinding()!;
     const consumerId = this.state.consumerId;
-    if (!(await this.record(ticket, () => this.decisions.recordBindingDecision({ consumerId, ...value })))) return;
-    if (value.decision === 'abandon') {
-      this.stopFor('completed', `abandoned by ${value.actor}: ${value.reason}`);
-      return;
-    }
-    // retry: the same start again with the exact saved binding; otherwise the explicit start decided.
-    if (value.decision !== 'retry') this.state.start = { mode: value.decision, filter: this.state.startFilter() };
-    this.state.proceed();
+    const view = await this.record(ticket, () => this.decisions.recordBindingDecision({ consumerId, ...value }));
+    if (view) this.startAsDecided(view, value);
   }
 
   async decideQuarantine(): Promise<void> {
@@ -271,6 +252,19 @@ export class ConsumerSteps {
     const consumerId = this.state.consumerId;
     if (!(await this.record(ticket, () => this.decisions.resolveQuarantine({ consumerId, ...value })))) return;
     // The blocked checkpoint is redelivered by the same start; the decision now lets it commit (or retries it).
+    this.state.proceed();
+  }
+
+  /**
+   * A recorded start decision: the view the recording returned says how the next session starts (an explicit
+   * start the decision recorded; retry keeps what was recorded before), or that the consumer is abandoned.
+   */
+  private startAsDecided(view: CommittedView, audit: DecisionAudit): void {
+    if (view.abandoned) {
+      this.stopFor('completed', `abandoned by ${audit.actor}: ${audit.reason}`);
+      return;
+    }
+    this.state.adoptCommitted(view);
     this.state.proceed();
   }
 

@@ -51,30 +51,8 @@ export class ConsumerSteps {
     this.state = context.state;
     this.inbox = context.inbox;
     this.publish = context.publish;
-    const { tuning, leaseMs } = context;
-    this.streaming = proxyActivities<Activities>({
-      // A run returns at the first checkpoint boundary after its lease; leave room for that and for the close.
-      startToCloseTimeout: leaseMs * 2 + 60_000,
-      heartbeatTimeout: tuning.heartbeatTimeoutMs,
-      // Pause and rebind cancel cooperatively: the run stops at a checkpoint boundary and reports its outcome.
-      cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-      retry: {
-        initialInterval: 1_000,
-        backoffCoefficient: 2,
-        maximumInterval: tuning.maxActivityRetryIntervalMs,
-        maximumAttempts: tuning.maxActivityAttempts,
-        nonRetryableErrorTypes: NON_RETRYABLE_TYPES,
-      },
-    });
-    this.decisions = proxyActivities<Activities>({
-      startToCloseTimeout: 30_000,
-      retry: {
-        initialInterval: 1_000,
-        maximumInterval: 15_000,
-        maximumAttempts: 8,
-        nonRetryableErrorTypes: ['InvalidDecision'],
-      },
-    });
+    this.streaming = streamingActivities(context.tuning, context.leaseMs);
+    this.decisions = decisionActivities();
   }
 
   /** Stops the running lease, if any, at its next checkpoint boundary. */
@@ -289,8 +267,39 @@ export class ConsumerSteps {
   }
 }
 
+/** The streaming lease: cancelled cooperatively, retried a bounded number of times, never on a fencing failure. */
+function streamingActivities(tuning: Required<ConsumerTuning>, leaseMs: number): Activities {
+  return proxyActivities<Activities>({
+    // A run returns at the first checkpoint boundary after its lease; leave room for that and for the close.
+    startToCloseTimeout: leaseMs * 2 + 60_000,
+    heartbeatTimeout: tuning.heartbeatTimeoutMs,
+    // Pause and rebind cancel cooperatively: the run stops at a checkpoint boundary and reports its outcome.
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    retry: {
+      initialInterval: 1_000,
+      backoffCoefficient: 2,
+      maximumInterval: tuning.maxActivityRetryIntervalMs,
+      maximumAttempts: tuning.maxActivityAttempts,
+      nonRetryableErrorTypes: NON_RETRYABLE_TYPES,
+    },
+  });
+}
+
+/** The short database steps: loading the checkpoint and recording decisions. */
+function decisionActivities(): Activities {
+  return proxyActivities<Activities>({
+    startToCloseTimeout: 30_000,
+    retry: {
+      initialInterval: 1_000,
+      maximumInterval: 15_000,
+      maximumAttempts: 8,
+      nonRetryableErrorTypes: ['InvalidDecision'],
+    },
+  });
+}
+
 /** Workflow time (deterministic), as the state's timestamps show it. */
-export function nowIso(): string {
+function nowIso(): string {
   return new Date(Date.now()).toISOString();
 }
 

@@ -45,8 +45,6 @@ import type {
   RebindRequest,
 } from './definitions.js';
 
-export { NON_RETRYABLE_TYPES } from './consumer-steps.js';
-
 export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<ConsumerStatus> {
   const tuning = { ...DEFAULT_TUNING, ...input.tuning };
   const state = new ConsumerState(input);
@@ -68,51 +66,7 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
   });
   const steps = new ConsumerSteps({ state, inbox, tuning, leaseMs: input.leaseMs ?? DEFAULT_LEASE_MS, publish });
 
-  // ---- handlers: thin calls into the inbox -----------------------------------------------------------
-  const awaitResult = async (ticket: number): Promise<ConsumerStatus> => {
-    inbox.expectResult(ticket);
-    await condition(() => inbox.hasResult(ticket));
-    return inbox.takeResult(ticket);
-  };
-  setHandler(statusQuery, () => state.status());
-  setHandler(resolveGapSignal, (resolution) => inbox.ignoreInvalid('resolveGap', () => inbox.acceptGap(resolution)));
-  setHandler(resolveBindingSignal, (resolution) =>
-    inbox.ignoreInvalid('resolveBinding', () => inbox.acceptBinding(resolution)),
-  );
-  setHandler(resolveQuarantineSignal, (resolution) =>
-    inbox.ignoreInvalid('resolveQuarantine', () => inbox.acceptQuarantine(resolution)),
-  );
-  setHandler(resolveGapUpdate, (resolution) => awaitResult(inbox.acceptGap(resolution)), {
-    validator: (resolution: GapResolution) => inbox.validateGap(resolution),
-  });
-  setHandler(resolveBindingUpdate, (resolution) => awaitResult(inbox.acceptBinding(resolution)), {
-    validator: (resolution: BindingResolution) => inbox.validateBinding(resolution),
-  });
-  setHandler(resolveQuarantineUpdate, (resolution) => awaitResult(inbox.acceptQuarantine(resolution)), {
-    validator: (resolution: QuarantineResolution) => inbox.validateQuarantine(resolution),
-  });
-  setHandler(
-    rebindUpdate,
-    (request) => {
-      inbox.acceptRebind(request);
-      return state.status();
-    },
-    { validator: (request: RebindRequest) => inbox.validateRebind(request) },
-  );
-  setHandler(rebindSignal, async (request) => {
-    const refused = inbox.rebindBySignal(request);
-    if (!refused?.replyTo) return;
-    // The requester (rebindWorkflow) fails with this reason instead of waiting for a generation that never comes.
-    const { replyTo, rejection } = refused;
-    await getExternalWorkflowHandle(replyTo)
-      .signal(rebindRejectedSignal, rejection)
-      .catch((notifyError: unknown) =>
-        log.warn('could not notify the rebind requester', { replyTo, error: String(notifyError) }),
-      );
-  });
-  setHandler(pauseSignal, (audit) => inbox.ignoreInvalid('pause', () => inbox.requestPause(audit)));
-  setHandler(resumeSignal, (audit) => inbox.ignoreInvalid('resume', () => inbox.requestResume(audit)));
-
+  setHandlers(state, inbox);
   upsertSearchAttributes([{ key: consumerIdSearchAttribute, value: id }]);
 
   // ---- the loop -------------------------------------------------------------------------------------
@@ -166,4 +120,51 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
       await continueAsNew<typeof consumerWorkflow>({ ...input, filter: state.filter, carried: state.carried() });
     }
   }
+}
+
+/** The handlers are thin: the inbox accepts or refuses, the loop takes what was accepted. */
+function setHandlers(state: ConsumerState, inbox: ConsumerInbox): void {
+  const awaitResult = async (ticket: number): Promise<ConsumerStatus> => {
+    inbox.expectResult(ticket);
+    await condition(() => inbox.hasResult(ticket));
+    return inbox.takeResult(ticket);
+  };
+  setHandler(statusQuery, () => state.status());
+  setHandler(resolveGapSignal, (resolution) => inbox.ignoreInvalid('resolveGap', () => inbox.acceptGap(resolution)));
+  setHandler(resolveBindingSignal, (resolution) =>
+    inbox.ignoreInvalid('resolveBinding', () => inbox.acceptBinding(resolution)),
+  );
+  setHandler(resolveQuarantineSignal, (resolution) =>
+    inbox.ignoreInvalid('resolveQuarantine', () => inbox.acceptQuarantine(resolution)),
+  );
+  setHandler(resolveGapUpdate, (resolution) => awaitResult(inbox.acceptGap(resolution)), {
+    validator: (resolution: GapResolution) => inbox.validateGap(resolution),
+  });
+  setHandler(resolveBindingUpdate, (resolution) => awaitResult(inbox.acceptBinding(resolution)), {
+    validator: (resolution: BindingResolution) => inbox.validateBinding(resolution),
+  });
+  setHandler(resolveQuarantineUpdate, (resolution) => awaitResult(inbox.acceptQuarantine(resolution)), {
+    validator: (resolution: QuarantineResolution) => inbox.validateQuarantine(resolution),
+  });
+  setHandler(
+    rebindUpdate,
+    (request) => {
+      inbox.acceptRebind(request);
+      return state.status();
+    },
+    { validator: (request: RebindRequest) => inbox.validateRebind(request) },
+  );
+  setHandler(rebindSignal, async (request) => {
+    const refused = inbox.rebindBySignal(request);
+    if (!refused?.replyTo) return;
+    // The requester (rebindWorkflow) fails with this reason instead of waiting for a generation that never comes.
+    const { replyTo, rejection } = refused;
+    await getExternalWorkflowHandle(replyTo)
+      .signal(rebindRejectedSignal, rejection)
+      .catch((notifyError: unknown) =>
+        log.warn('could not notify the rebind requester', { replyTo, error: String(notifyError) }),
+      );
+  });
+  setHandler(pauseSignal, (audit) => inbox.ignoreInvalid('pause', () => inbox.requestPause(audit)));
+  setHandler(resumeSignal, (audit) => inbox.ignoreInvalid('resume', () => inbox.requestResume(audit)));
 }

@@ -1,6 +1,7 @@
 // The consumer workflow's long-lived state as a plain class: what the workflow drives, what survives
 // continue-as-new, what the status query answers and what Current Details shows. Pure (no Temporal
 // APIs), so it is unit-tested directly; the workflow supplies the clock (workflow time).
+import type { CommittedView } from '../activities/index.js';
 import type { ConsumeOutcome, CheckpointSummary, StartDirective, StreamCounters } from '../activities/types.js';
 import { emptyCounters } from '../activities/types.js';
 import type { StreamFilter } from '../protocol/codec.js';
@@ -70,6 +71,20 @@ export class ConsumerState {
       lastHeadPosition: c.lastHeadPosition ?? this.counters.lastHeadPosition,
       lastCommitAt: c.lastCommitAt ?? this.counters.lastCommitAt,
     };
+  }
+
+  /**
+   * Takes the database's committed view (read, or returned by the activity that recorded a decision): its summary
+   * and binding, and the start it records. A recorded explicit start holds until its first commit; without one, a
+   * consumer with a checkpoint resumes it (or starts its requested rebind) and one without keeps its first start.
+   */
+  adoptCommitted(view: CommittedView): void {
+    if (view.summary.token !== null) {
+      if (view.filter) this.filter = view.filter;
+      this.committed = view.summary;
+    }
+    if (view.pendingStart) this.start = { mode: view.pendingStart, filter: this.startFilter() };
+    else if (view.summary.token !== null && this.start.mode !== 'rebind') this.start = { mode: 'resume' };
   }
 
   /** An explicit start or a rebind committed its first checkpoint: from now on, resume that binding. */

@@ -11,12 +11,10 @@ import {
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { createActivities } from '../activities/index.js';
+import type { Activities } from '../activities/index.js';
 import { consumerWorkflowId, rebindRejectedSignal, rebindSignal } from './definitions.js';
 import type { RebindRejection, RebindWorkflowInput } from './definitions.js';
 import { parseRebindRequest } from './validation.js';
-
-type Activities = ReturnType<typeof createActivities>;
 
 /** How long a rebind may take to commit its first checkpoint at the new generation. */
 export const REBIND_WAIT_MS = 10 * 60_000;

@@ -89,6 +89,37 @@ describe('ConsumerState', () => {
     });
   });
 
+  it("adopts the database's view: its summary, binding and recorded start; the workflow re-derives none of them", () => {
+    const view = (pendingStart: 'live_cut' | 'from_floor' | null, token: string | null = 'tok-5') => ({
+      summary: { position: token ? 5 : null, token, generation: token ? 1 : null, version: 4, filterHash: null },
+      filter: token ? { markets: ['m1', 'm3'] } : null,
+      pendingStart,
+      abandoned: false,
+    });
+    const state = new ConsumerState(input);
+    state.adoptCommitted(view(null, null));
+    // No checkpoint yet: the explicit first start stands.
+    expect({ start: state.start, committed: state.committed }).toEqual({
+      start: { mode: 'from_floor', filter: { markets: ['m1'] } },
+      committed: null,
+    });
+    state.adoptCommitted(view(null));
+    expect({ start: state.start, committed: state.committed, filter: state.filter }).toEqual({
+      start: { mode: 'resume' },
+      committed: view(null).summary,
+      filter: { markets: ['m1', 'm3'] },
+    });
+    // A recorded decision's start, with the filter of a rebind still waiting for its first commit.
+    state.pendingRebind = { filter: { markets: ['m2'] }, requestedBy: 'ops' };
+    state.adoptCommitted(view('live_cut'));
+    expect(state.start).toEqual({ mode: 'live_cut', filter: { markets: ['m2'] } });
+    expect(state.runningPhase()).toBe('streaming');
+    // A rebind is the workflow's own start (the database records none): a view without a recorded start keeps it.
+    state.start = { mode: 'rebind', filter: { markets: ['m2'] } };
+    state.adoptCommitted(view(null));
+    expect(state.start).toEqual({ mode: 'rebind', filter: { markets: ['m2'] } });
+  });
+
   it('a stop names the reason and every command that resolves it; proceeding clears it', () => {
     const state = new ConsumerState(input);
     state.stopFor('awaiting_gap_decision', 'reset_required (cursor_expired)', '2026-01-01T00:00:00.000Z');

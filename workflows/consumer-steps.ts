@@ -1,0 +1,309 @@
+// The consumer workflow's phase steps: run a streaming lease and take its outcome, back off, wait for a resume,
+// and apply the operator's decisions. Each step moves ConsumerState to the next phase; the workflow's loop
+// (consumer.ts) picks the step by phase and publishes the state after each one.
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  condition,
+  isCancellation,
+  log,
+  proxyActivities,
+} from '@temporalio/workflow';
+import type { Activities, CommittedView } from '../activities/index.js';
+import type { ConsumeOutcome, DecisionAudit } from '../activities/types.js';
+import type { ConsumerInbox } from './consumer-inbox.js';
+import type { ConsumerState } from './consumer-state.js';
+import type { ConsumerTuning } from './definitions.js';
+
+export const DEFAULT_TUNING: Required<ConsumerTuning> = {
+  heartbeatTimeoutMs: 15_000,
+  maxActivityAttempts: 5,
+  maxActivityRetryIntervalMs: 30_000,
+  backoffInitialMs: 30_000,
+  backoffMaxMs: 10 * 60_000,
+  maxRunsPerExecution: 500,
+};
+
+/** Activity failure types the workflow must not retry blindly (the activity marks them non-retryable too). */
+export const NON_RETRYABLE_TYPES = ['LeaseLost', 'DatabaseBehind', 'ConfigError'];
+
+export interface StepContext {
+  state: ConsumerState;
+  inbox: ConsumerInbox;
+  tuning: Required<ConsumerTuning>;
+  leaseMs: number;
+  /** Shows the state in search attributes and Current Details. */
+  publish: () => void;
+}
+
+export class ConsumerSteps {
+  private readonly state: ConsumerState;
+  private readonly inbox: ConsumerInbox;
+  private readonly publish: () => void;
+  private readonly streaming: Activities;
+  private readonly decisions: Activities;
+  /** The running lease's scope: a pause or a rebind cancels it. */
+  private activityScope: CancellationScope | null = null;
+
+  constructor(private readonly context: StepContext) {
+    this.state = context.state;
+    this.inbox = context.inbox;
+    this.publish = context.publish;
+    this.streaming = streamingActivities(context.tuning, context.leaseMs);
+    this.decisions = decisionActivities();
+  }
+
+  /** Stops the running lease, if any, at its next checkpoint boundary. */
+  interruptRun(): void {
+    this.activityScope?.cancel();
+  }
+
+  /** Stops for the requested pause (the loop checks that one is). */
+  stopForPause(): void {
+    const pause = this.inbox.pause!;
+    this.stopFor('paused', `paused by ${pause.actor}: ${pause.reason}`);
+  }
+
+  /** Reads the committed checkpoint (the authority) and starts from it; an explicit first start only without one. */
+  async adoptDatabaseState(why: string): Promise<void> {
+    const view = await this.decisions.loadCommitted({ consumerId: this.state.consumerId });
+    if (view.abandoned) {
+      this.stopFor('completed', 'the consumer was abandoned by an earlier decision');
+      return;
+    }
+    this.state.adoptCommitted(view);
+    log.info('adopted the committed checkpoint', {
+      consumerId: this.state.consumerId,
+      why,
+      position: view.summary.position,
+      start: this.state.start.mode,
+    });
+  }
+
+  /** False (and in backoff, with the error shown) when the database could not be read. */
+  async tryAdoptDatabaseState(why: string): Promise<boolean> {
+    const { state } = this;
+    try {
+      await this.adoptDatabaseState(why);
+    } catch (error) {
+      state.lastError = `could not read the committed checkpoint: ${errorMessage(error)}`;
+      state.phase = 'backoff';
+      this.publish();
+      return false;
+    }
+    if (state.phase === 'backoff') state.phase = state.runningPhase();
+    state.backoffRounds = 0;
+    return true;
+  }
+
+  nextBackoffDelay(): number {
+    const { tuning } = this.context;
+    const delay = Math.min(tuning.backoffInitialMs * 2 ** this.state.backoffRounds, tuning.backoffMaxMs);
+    this.state.backoffRounds += 1;
+    return delay;
+  }
+
+  async runLease(): Promise<void> {
+    const { state } = this;
+    if (state.pendingRebind && state.start.mode === 'resume') {
+      state.start = { mode: 'rebind', filter: state.pendingRebind.filter };
+    }
+    state.phase = state.runningPhase();
+    this.publish();
+    const scope = new CancellationScope();
+    this.activityScope = scope;
+    let outcome: ConsumeOutcome;
+    try {
+      outcome = await scope.run(() =>
+        this.streaming.consumeStream({
+          consumerId: state.consumerId,
+          subscriptionId: state.subscriptionId,
+          start: state.start,
+          leaseMs: this.context.leaseMs,
+          expected: state.committed,
+        }),
+      );
+    } catch (error) {
+      this.handleRunFailure(error);
+      return;
+    } finally {
+      this.activityScope = null;
+    }
+    state.adopt(outcome);
+    state.lastError = null;
+    this.handleOutcome(outcome);
+  }
+
+  private handleOutcome(outcome: ConsumeOutcome): void {
+    switch (outcome.kind) {
+      case 'lease_expired':
+      case 'cancelled':
+        // Loop: the next lease resumes; a pause or a rebind requested meanwhile is taken at the loop's top.
+        return;
+      case 'rebound':
+        this.state.rebound();
+        return;
+      case 'reset_required':
+        this.stopFor(
+          'awaiting_gap_decision',
+          `reset_required (${outcome.reason}): the server refused the saved token at position ${outcome.committed.position ?? 'none'}; ` +
+            `history ${outcome.history.id} retains ${outcome.history.floor}..${outcome.history.head}. The token is kept until a decision`,
+        );
+        return;
+      case 'cursor_mismatch':
+        this.stopFor('awaiting_binding_decision', `cursor_mismatch: ${outcome.message}`);
+        return;
+      case 'held_quarantine':
+        this.stopFor(
+          'awaiting_quarantine_decision',
+          `held quarantine blocks the checkpoint: ` +
+            outcome.items
+              .map((item) => `${item.eventId} (${item.reason}, ${item.kind} ${item.entityId} at ${item.position})`)
+              .join(', '),
+        );
+        return;
+      case 'failed':
+        this.stopFor('paused', `stream failed (${outcome.code}): ${outcome.message}. Fix the cause, then resume`);
+        return;
+    }
+  }
+
+  private handleRunFailure(error: unknown): void {
+    if (isCancellation(error)) return; // cancelled before any outcome: nothing to adopt
+    const { state } = this;
+    const cause = error instanceof ActivityFailure ? error.cause : error;
+    const message = cause instanceof Error ? cause.message : String(cause);
+    const type = cause instanceof ApplicationFailure ? cause.type : null;
+    if (type === 'DatabaseBehind' || type === 'ConfigError') {
+      this.stopFor('paused', `${type}: ${message}. Fix the cause; resume adopts the database's checkpoint`);
+      return;
+    }
+    // Retries exhausted (transport, overload, timeouts) or a lost lease: wait on a durable timer, keep the token.
+    state.lastError = `${type ?? (cause instanceof Error ? cause.name : 'error')}: ${message}`;
+    state.phase = 'backoff';
+    log.warn('streaming run failed; backing off', { consumerId: state.consumerId, error: state.lastError });
+  }
+
+  async backoff(): Promise<void> {
+    const delay = this.nextBackoffDelay();
+    this.publish();
+    // A pause or a rebind ends the wait early; neither drops the committed token.
+    const before = this.inbox.wakeups;
+    await condition(() => this.inbox.wakeups !== before, delay);
+    if (this.state.phase === 'backoff') this.state.phase = this.state.runningPhase();
+  }
+
+  async waitForResume(): Promise<void> {
+    await condition(() => this.inbox.resume !== null);
+    const request = this.inbox.takeResume()!;
+    try {
+      await this.adoptDatabaseState(`resumed by ${request.actor}: ${request.reason}`);
+    } catch (error) {
+      // Still paused: the operator resumes again once the database answers.
+      this.state.lastError = `resume could not read the committed checkpoint: ${errorMessage(error)}`;
+      return;
+    }
+    if (this.state.phase === 'paused') this.state.proceed();
+  }
+
+  async decideGap(): Promise<void> {
+    await condition(() => this.inbox.gap !== null);
+    const { ticket, value } = this.inbox.takeGap()!;
+    const consumerId = this.state.consumerId;
+    const view = await this.record(ticket, () => this.decisions.recordGapDecision({ consumerId, ...value }));
+    if (view) this.startAsDecided(view, value);
+  }
+
+  async decideBinding(): Promise<void> {
+    await condition(() => this.inbox.binding !== null);
+    const { ticket, value } = this.inbox.takeBinding()!;
+    const consumerId = this.state.consumerId;
+    const view = await this.record(ticket, () => this.decisions.recordBindingDecision({ consumerId, ...value }));
+    if (view) this.startAsDecided(view, value);
+  }
+
+  async decideQuarantine(): Promise<void> {
+    await condition(() => this.inbox.quarantine !== null);
+    const { ticket, value } = this.inbox.takeQuarantine()!;
+    const consumerId = this.state.consumerId;
+    if (!(await this.record(ticket, () => this.decisions.resolveQuarantine({ consumerId, ...value })))) return;
+    // The blocked checkpoint is redelivered by the same start; the decision now lets it commit (or retries it).
+    this.state.proceed();
+  }
+
+  /**
+   * A recorded start decision: the view the recording returned says how the next session starts (an explicit
+   * start the decision recorded; retry keeps what was recorded before), or that the consumer is abandoned.
+   */
+  private startAsDecided(view: CommittedView, audit: DecisionAudit): void {
+    if (view.abandoned) {
+      this.stopFor('completed', `abandoned by ${audit.actor}: ${audit.reason}`);
+      return;
+    }
+    this.state.adoptCommitted(view);
+    this.state.proceed();
+  }
+
+  /** Runs the recording activity; answers the waiting update either way. Null: stay in the waiting phase. */
+  private async record<T>(ticket: number, write: () => Promise<T>): Promise<T | null> {
+    let result: T;
+    try {
+      result = await write();
+    } catch (error) {
+      const message = `decision not recorded: ${errorMessage(error)}`;
+      this.state.lastError = message;
+      this.inbox.settle(ticket, message);
+      return null;
+    }
+    this.state.lastError = null;
+    this.inbox.settle(ticket, null);
+    return result;
+  }
+
+  private stopFor(phase: Parameters<ConsumerState['stopFor']>[0], reason: string): void {
+    this.state.stopFor(phase, reason, nowIso());
+  }
+}
+
+/** The streaming lease: cancelled cooperatively, retried a bounded number of times, never on a fencing failure. */
+function streamingActivities(tuning: Required<ConsumerTuning>, leaseMs: number): Activities {
+  return proxyActivities<Activities>({
+    // A run returns at the first checkpoint boundary after its lease; leave room for that and for the close.
+    startToCloseTimeout: leaseMs * 2 + 60_000,
+    heartbeatTimeout: tuning.heartbeatTimeoutMs,
+    // Pause and rebind cancel cooperatively: the run stops at a checkpoint boundary and reports its outcome.
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    retry: {
+      initialInterval: 1_000,
+      backoffCoefficient: 2,
+      maximumInterval: tuning.maxActivityRetryIntervalMs,
+      maximumAttempts: tuning.maxActivityAttempts,
+      nonRetryableErrorTypes: NON_RETRYABLE_TYPES,
+    },
+  });
+}
+
+/** The short database steps: loading the checkpoint and recording decisions. */
+function decisionActivities(): Activities {
+  return proxyActivities<Activities>({
+    startToCloseTimeout: 30_000,
+    retry: {
+      initialInterval: 1_000,
+      maximumInterval: 15_000,
+      maximumAttempts: 8,
+      nonRetryableErrorTypes: ['InvalidDecision'],
+    },
+  });
+}
+
+/** Workflow time (deterministic), as the state's timestamps show it. */
+function nowIso(): string {
+  return new Date(Date.now()).toISOString();
+}
+
+function errorMessage(error: unknown): string {
+  const cause = error instanceof ActivityFailure && error.cause ? error.cause : error;
+  return cause instanceof Error ? cause.message : String(cause);
+}

@@ -17,8 +17,9 @@ import { ServerStaleGeneration, Session, type SessionAction, type SessionStop } 
 import { SessionFence } from '../protocol/session-fence.js';
 import { StagingBoundExceeded, type StagingLimits } from '../protocol/staging.js';
 import type { ActionRules, CheckpointPlan, CommittedState, QuarantinePolicy } from '../protocol/types.js';
-import type { CommitResult } from '../db/commit.js';
-import { ConflictingEvent, Fenced, HeldQuarantine, InvalidPlan } from '../db/errors.js';
+import { describeFenced, type CheckpointFenced, type CheckpointOutcome, type CommitResult } from '../db/commit.js';
+import { InvalidPlan } from '../domain/errors.js';
+import { describeConflict, unreachable } from '../domain/outcomes.js';
 import type {
   CheckpointSummary,
   ConsumeOutcome,
@@ -50,7 +51,7 @@ export interface ConsumeStreamDeps {
   /** db functions bound to a pool */
   store: {
     acquireLease(consumerId: string): Promise<CommittedState>;
-    commitCheckpoint(plan: CheckpointPlan): Promise<CommitResult>;
+    commitCheckpoint(plan: CheckpointPlan): Promise<CheckpointOutcome>;
   };
   config: ConsumeStreamConfig;
   log: ConsumeStreamLog;
@@ -90,9 +91,9 @@ export class LeaseLost extends Error {
   readonly retryable = false;
   constructor(
     readonly consumerId: string,
-    readonly fenced: Fenced,
+    readonly fenced: CheckpointFenced,
   ) {
-    super(`lease lost for consumer ${consumerId}: ${fenced.message}`);
+    super(`lease lost for consumer ${consumerId}: ${describeFenced(consumerId, fenced)}`);
   }
 }
 
@@ -370,12 +371,13 @@ class StreamRun {
       };
 
       const commit = async (plan: CheckpointPlan): Promise<void> => {
-        let committed: CommitResult;
+        let committed: CheckpointOutcome;
         try {
           committed = await deps.store.commitCheckpoint(plan);
         } catch (error) {
           return this.#commitFailed(error, plan, end);
         }
+        if (committed.kind !== 'committed') return this.#commitRefused(committed, plan, end);
         progressed = true;
         this.#recordCommit(plan, committed);
         await deps.hooks?.afterCommit?.(plan.checkpoint.position);
@@ -491,26 +493,46 @@ class StreamRun {
     });
   }
 
-  #commitFailed(error: unknown, plan: CheckpointPlan, end: (value: ConnectionEnd) => void): void {
+  /** A commit that did not commit: no ACK; the outcome says why. */
+  #commitRefused(
+    outcome: Exclude<CheckpointOutcome, { kind: 'committed' }>,
+    plan: CheckpointPlan,
+    end: (value: ConnectionEnd) => void,
+  ): void {
     const { log } = this.deps;
     const at = { position: plan.checkpoint.position, generation: plan.checkpoint.generation };
-    if (error instanceof Fenced) {
-      log.error('commit fenced: another attempt holds the lease; stopping without ACK', at);
-      return end({ kind: 'throw', error: new LeaseLost(this.input.consumerId, error) });
+    switch (outcome.kind) {
+      case 'fenced':
+        log.error('commit fenced: another attempt holds the lease; stopping without ACK', at);
+        return end({ kind: 'throw', error: new LeaseLost(this.input.consumerId, outcome) });
+      case 'conflict':
+        log.error('commit refused: an event conflicts with its saved receipt; no ACK', {
+          ...at,
+          eventId: outcome.eventId,
+        });
+        return end({
+          kind: 'outcome',
+          outcome: this.#outcome({ kind: 'failed', code: 'conflicting_event', message: describeConflict(outcome) }),
+        });
+      case 'held_quarantine':
+        log.warn('checkpoint held by quarantined events; waiting for a decision', {
+          ...at,
+          held: outcome.items.length,
+        });
+        return end({ kind: 'outcome', outcome: this.#outcome({ kind: 'held_quarantine', items: outcome.items }) });
+      default:
+        return unreachable(outcome);
     }
-    if (error instanceof ConflictingEvent) {
-      log.error('commit refused: an event conflicts with its saved receipt; no ACK', { ...at, eventId: error.eventId });
-      return end({
-        kind: 'outcome',
-        outcome: this.#outcome({ kind: 'failed', code: 'conflicting_event', message: error.message }),
-      });
-    }
-    if (error instanceof HeldQuarantine) {
-      log.warn('checkpoint held by quarantined events; waiting for a decision', { ...at, held: error.items.length });
-      return end({ kind: 'outcome', outcome: this.#outcome({ kind: 'held_quarantine', items: error.items }) });
-    }
+  }
+
+  /** A commit that threw: the plan was refused (InvalidPlan) or storage failed. */
+  #commitFailed(error: unknown, plan: CheckpointPlan, end: (value: ConnectionEnd) => void): void {
     if (error instanceof InvalidPlan) {
-      log.error('commit refused the plan', { ...at, reason: error.reason });
+      this.deps.log.error('commit refused the plan', {
+        position: plan.checkpoint.position,
+        generation: plan.checkpoint.generation,
+        reason: error.reason,
+      });
       return end({
         kind: 'outcome',
         outcome: this.#outcome({ kind: 'failed', code: 'protocol_violation', message: error.message }),

@@ -19,13 +19,13 @@ import {
 } from '../db/index.js';
 import type { StreamFilter } from '../protocol/codec.js';
 import type { CommittedState } from '../protocol/types.js';
-import type { WorkerConfig } from '../worker/config.js';
 import {
   checkpointSummary,
   consumeStream as runConsumeStream,
   DatabaseBehind,
   LeaseLost,
   StreamTransportError,
+  type ConsumeStreamConfig,
   type ConsumeStreamDeps,
   type ConsumeStreamLog,
 } from './consume-stream.js';
@@ -46,9 +46,16 @@ import type {
   QuarantineDecision,
 } from './types.js';
 
+/** What the activities read of the worker's configuration. */
+export interface ActivityConfig {
+  stream: ConsumeStreamConfig;
+  /** The page consumer's stream, page size and durable chunk size (PAGE_STREAM, PAGE_LIMIT, PAGE_CHUNK_SIZE). */
+  pages: { stream: string; limit: number; chunkSize: number };
+}
+
 export interface ActivityDeps {
   pool: pg.Pool;
-  config: Pick<WorkerConfig, 'stream' | 'pages'>;
+  config: ActivityConfig;
   log: ConsumeStreamLog;
   /** Test cut points inside the streaming run (kill -9 between stage, commit and ACK). */
   hooks?: ConsumeStreamDeps['hooks'];

@@ -6,7 +6,6 @@
 // reapplied. A non-advancing page is never applied: the reader backs off a bounded number of times and stops.
 import { setTimeout as delay } from 'node:timers/promises';
 import type pg from 'pg';
-import type { HeldQuarantineItem } from '../db/errors.js';
 import {
   commitPageChunk,
   openPageProgress,
@@ -14,6 +13,7 @@ import {
   swapPageCursor,
   type PageProgress,
 } from '../db/pages.js';
+import type { HeldQuarantineItem } from '../domain/outcomes.js';
 import { canonicalJson } from '../protocol/canonical.js';
 import {
   decodePageError,
@@ -28,6 +28,7 @@ import {
   type PageResponse,
   type ResetReason,
   type StreamFilter,
+  WireError,
 } from '../protocol/codec.js';
 import { backoffDelay, type Backoff } from '../protocol/backoff.js';
 import {
@@ -37,7 +38,7 @@ import {
   splitAtApplied,
   stagePageEvents,
 } from '../protocol/pages.js';
-import type { ActionRules, QuarantinePolicy } from '../protocol/types.js';
+import type { ActionRules, QuarantinePolicy, StagedEvent } from '../protocol/types.js';
 import type { ConsumeStreamLog } from './consume-stream.js';
 
 export interface PageConsumerConfig {
@@ -364,7 +365,13 @@ export async function consumePages(
       // The source's journal was rebuilt under this cursor: the same decision as a 410 history_rebuilt.
       return { kind: 'reset', reason: 'history_rebuilt', history: page.history, refusedToken: cursor ?? '' };
     }
-    const events = stagePageEvents(page.events);
+    let events: StagedEvent[];
+    try {
+      events = stagePageEvents(page.events);
+    } catch (error) {
+      if (!(error instanceof WireError)) throw error;
+      return { kind: 'source_failed', code: 'invalid_page', retryable: false, status: 200, message: error.message };
+    }
     const orderProblem = journalOrderProblem(events);
     if (orderProblem)
       return {
@@ -391,9 +398,8 @@ export async function consumePages(
         quarantinePolicy,
         actions,
       });
-      if (result.kind === 'fenced') return { kind: 'fenced', actualVersion: result.actualVersion };
-      if (result.kind === 'conflict') return { ...result, kind: 'conflict' };
-      if (result.kind === 'held') return { kind: 'held_quarantine', items: result.items };
+      // fenced, conflict, held_quarantine: each is a stop of its own, in the same shape
+      if (result.kind !== 'committed') return result;
       current = { ...current, appliedPosition: result.appliedPosition, version: result.version };
       counters.chunks += 1;
       counters.applied += result.counts.applied;

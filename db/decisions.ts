@@ -2,18 +2,16 @@
 // the consumer's progress row lock (its checkpoint; a page consumer's page progress), so a decision never
 // interleaves with a commit.
 import type pg from 'pg';
-import type { BindingDecision, GapDecision, QuarantineDecision } from '../activities/types.js';
+import type { QuarantineDisposition } from '../domain/decide.js';
+import type { BindingDecision, DecisionAudit, GapDecision, QuarantineDecision } from '../domain/decisions.js';
 import type { CommittedState, QuarantineReason } from '../protocol/types.js';
-import type { QuarantineDisposition } from './decide.js';
 import { UnknownConsumer } from './errors.js';
 import { lockCheckpoint } from './state.js';
 import { inTransaction, toStorageFailure } from './transaction.js';
 
-export interface DecisionInput<D> {
+export interface DecisionInput<D extends GapDecision | BindingDecision | QuarantineDecision> extends DecisionAudit {
   consumerId: string;
   decision: D;
-  actor: string;
-  reason: string;
 }
 
 async function insertAudit(

@@ -1,5 +1,7 @@
 // The acceptance oracles of PROTOCOL.md section 7 that the database decides, on a real Postgres.
 import { randomUUID } from 'node:crypto';
+import { readdirSync } from 'node:fs';
+import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import {
   acquireLease,
@@ -8,6 +10,7 @@ import {
   listQuarantine,
   loadCommitted,
   migrate,
+  MIGRATIONS_FOLDER,
   recordGapDecision,
   resolveQuarantine,
   SQLSTATE,
@@ -15,7 +18,7 @@ import {
   type CheckpointOutcome,
 } from '../../db/index.js';
 import { InvalidPlan } from '../../domain/errors.js';
-import { useTestDatabase } from '../support/db.js';
+import { createTestDatabase, useTestDatabase } from '../support/db.js';
 import { committed, correction, makePlan, stagedEvent, trade, tradeData, type PlanOptions } from './fixtures.js';
 import { dumpState } from './state-dump.js';
 
@@ -498,9 +501,33 @@ describe('bad input', () => {
 });
 
 describe('migrate', () => {
-  it('is idempotent and safe under concurrent callers', async () => {
-    await Promise.all([migrate(db.pool), migrate(db.pool), migrate(db.pool)]);
-    const res = await db.pool.query<{ n: string }>('SELECT count(*) AS n FROM drizzle.__drizzle_migrations');
-    expect(Number(res.rows[0]!.n)).toBeGreaterThanOrEqual(1);
+  /** Every column of the public schema, so a migration applied again (or half) shows as a difference. */
+  async function columnsOf(pool: pg.Pool): Promise<string[]> {
+    const res = await pool.query<{ column: string }>(
+      `SELECT table_name || '.' || column_name || ' ' || data_type AS column
+         FROM information_schema.columns WHERE table_schema = 'public'
+        ORDER BY table_name, ordinal_position`,
+    );
+    return res.rows.map((r) => r.column);
+  }
+
+  it('applies each migration exactly once, however often and however concurrently it runs', async () => {
+    const migrations = readdirSync(MIGRATIONS_FOLDER).filter((f) => f.endsWith('.sql'));
+    expect(migrations.length).toBeGreaterThan(0);
+    const fresh = await createTestDatabase({ migrated: false, poolMax: 4 });
+    try {
+      await migrate(fresh.pool);
+      const columns = await columnsOf(fresh.pool);
+      expect(columns).toContain('checkpoints.token text');
+
+      await migrate(fresh.pool);
+      await Promise.all([migrate(fresh.pool), migrate(fresh.pool), migrate(fresh.pool)]);
+      const journal = await fresh.pool.query<{ hash: string }>('SELECT hash FROM drizzle.__drizzle_migrations');
+      expect(journal.rows).toHaveLength(migrations.length);
+      expect(new Set(journal.rows.map((r) => r.hash)).size).toBe(migrations.length);
+      expect(await columnsOf(fresh.pool)).toEqual(columns);
+    } finally {
+      await fresh.drop();
+    }
   });
 });

@@ -19,6 +19,8 @@ import {
 } from '../domain/decide.js';
 import { commitHeld, type CommitConflict, type CommitHeld } from '../domain/outcomes.js';
 import type { CheckpointPlan, StagedEvent } from '../protocol/types.js';
+import type { OuterJoined, RawRow } from './rows.js';
+import type { eventReceipts, executions as executionsTable, quarantine as quarantineTable } from './schema.js';
 import { lockCheckpoint } from './state.js';
 import { inTransaction } from './transaction.js';
 
@@ -105,13 +107,15 @@ export async function readExisting(
   // behind a growing table, making every commit O(table) instead of O(checkpoint).
   const eventIds = [...new Set(events.map((e) => e.eventId))];
   // Receipts and quarantine records in one query: both are keyed by eventId and both decide the event's fate.
-  const byEvent = await client.query<{
-    event_id: string;
-    receipt_hash: string | null;
-    outcome: ExistingReceipt['outcome'] | null;
-    quarantine_hash: string | null;
-    disposition: ExistingQuarantine['disposition'] | null;
-  }>({
+  const byEvent = await client.query<
+    Pick<RawRow<typeof eventReceipts>, 'event_id'> &
+      OuterJoined<{
+        receipt_hash: RawRow<typeof eventReceipts>['content_hash'];
+        outcome: RawRow<typeof eventReceipts>['outcome'];
+        quarantine_hash: RawRow<typeof quarantineTable>['content_hash'];
+        disposition: RawRow<typeof quarantineTable>['disposition'];
+      }>
+  >({
     name: 'whalehunt_commit_read_events',
     text: `SELECT ids.event_id, r.content_hash AS receipt_hash, r.outcome, q.content_hash AS quarantine_hash, q.disposition
              FROM unnest($2::text[]) AS ids(event_id)
@@ -131,21 +135,7 @@ export async function readExisting(
   }
 
   const entityIds = [...new Set(events.map((e) => e.entityId))];
-  const byEntity = await client.query<{
-    entity_id: string;
-    revision: number;
-    market: string;
-    asset: string;
-    side: string;
-    price: string;
-    size: string;
-    notional: string;
-    wallet: string;
-    tx_hash: string;
-    first_position: string;
-    last_position: string;
-    event_id: string;
-  }>({
+  const byEntity = await client.query<Omit<RawRow<typeof executionsTable>, 'consumer_id' | 'updated_at'>>({
     name: 'whalehunt_commit_read_executions',
     text: `SELECT e.entity_id, e.revision, e.market, e.asset, e.side, e.price::text, e.size::text, e.notional::text, e.wallet,
                   e.tx_hash, e.first_position, e.last_position, e.event_id

@@ -11,6 +11,8 @@ import { InvalidPlan } from '../domain/errors.js';
 import { commitHeld, type CommitConflict, type CommitHeld } from '../domain/outcomes.js';
 import type { ActionRules, QuarantinePolicy, StagedEvent } from '../protocol/types.js';
 import { EFFECT_PARAM_COUNT, EFFECT_WRITE_CTES, effectWriteValues, readExisting, writeQuarantine } from './commit.js';
+import type { RawRow } from './rows.js';
+import type { pageProgress } from './schema.js';
 import { lockConsumerKind } from './state.js';
 import { inTransaction, toStorageFailure } from './transaction.js';
 
@@ -26,16 +28,10 @@ export interface PageProgress {
   version: number;
 }
 
-interface ProgressRow {
-  consumer_id: string;
-  stream: string;
-  filter: StreamFilter;
-  filter_hash: string;
-  history_id: string | null;
-  resume_cursor: string | null;
-  applied_position: string;
-  version: number;
-}
+type ProgressRow = Pick<
+  RawRow<typeof pageProgress>,
+  'consumer_id' | 'stream' | 'filter' | 'filter_hash' | 'history_id' | 'resume_cursor' | 'applied_position' | 'version'
+>;
 
 const PROGRESS_COLUMNS =
   'consumer_id, stream, filter, filter_hash, history_id, resume_cursor, applied_position, version';

@@ -1,5 +1,6 @@
-// One linter for the whole tree. Type-aware rules catch floating promises everywhere; workflow files
-// additionally may not import Node built-ins or I/O libraries (they run in Temporal's deterministic sandbox).
+// One linter for the whole tree. Type-aware rules catch floating promises everywhere; imports run down the
+// rooms' layers only; workflow and domain files may not import Node built-ins or I/O libraries (workflows run
+// in Temporal's deterministic sandbox, and import the domain rules).
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
@@ -35,6 +36,48 @@ const nodeBuiltins = [
   'zlib',
 ];
 
+// The rooms in layers, lowest first: an import runs downward or stays in its room, never upward. bench/,
+// scripts/ and test/ may import anything. The workflows' room is narrower still (below).
+/** @type {Record<string, string[]>} */
+const LAYERS = {
+  protocol: [],
+  domain: ['protocol'],
+  db: ['protocol', 'domain'],
+  simulator: ['protocol'],
+  activities: ['protocol', 'domain', 'db', 'simulator'],
+  workflows: ['protocol', 'domain', 'activities'],
+  worker: ['protocol', 'domain', 'db', 'simulator', 'activities', 'workflows'],
+  cli: ['protocol', 'domain', 'db', 'simulator', 'activities', 'workflows', 'worker'],
+};
+const ROOMS = [...Object.keys(LAYERS), 'bench', 'scripts', 'test'];
+
+/**
+ * The no-restricted-imports pattern that refuses every room `room` may not import.
+ * @param {string} room
+ */
+function upwardImports(room) {
+  const below = LAYERS[room] ?? [];
+  return {
+    group: ROOMS.filter((other) => other !== room && !below.includes(other)).map((other) => `../${other}/*`),
+    message: `${room}/ may import only ${[...below, room].join(', ')}: imports run down the layers (eslint.config.js).`,
+  };
+}
+
+/**
+ * Node built-ins and I/O libraries: refused where code must stay deterministic and free of I/O.
+ * @param {string} why
+ */
+function noNodeOrIo(why) {
+  return [
+    ...nodeBuiltins.flatMap((m) => [
+      { name: m, message: `${why}: no Node built-ins.` },
+      { name: `node:${m}`, message: `${why}: no Node built-ins.` },
+    ]),
+    { name: 'pg', message: `${why}: no I/O.` },
+    { name: 'ws', message: `${why}: no I/O.` },
+  ];
+}
+
 export default tseslint.config(
   { ignores: ['node_modules/**', '.data/**', 'db/migrations/**', 'coverage/**'] },
   js.configs.recommended,
@@ -64,21 +107,30 @@ export default tseslint.config(
     files: ['**/*.js'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly', Buffer: 'readonly', URL: 'readonly' } },
   },
+  // One no-restricted-imports per room: a later config's options would replace an earlier one's, not add to them.
+  ...['protocol', 'db', 'simulator', 'activities', 'worker', 'cli'].map((room) => ({
+    files: [`${room}/**/*.ts`],
+    rules: { 'no-restricted-imports': ['error', { patterns: [upwardImports(room)] }] },
+  })),
+  {
+    // The domain rules are imported by workflow code too: they stay deterministic and free of I/O.
+    files: ['domain/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { paths: noNodeOrIo('Domain code is pure'), patterns: [upwardImports('domain')] },
+      ],
+    },
+  },
   {
     files: ['workflows/**/*.ts'],
     rules: {
       'no-restricted-imports': [
         'error',
         {
-          paths: [
-            ...nodeBuiltins.flatMap((m) => [
-              { name: m, message: 'Workflow code is deterministic: no Node built-ins.' },
-              { name: `node:${m}`, message: 'Workflow code is deterministic: no Node built-ins.' },
-            ]),
-            { name: 'pg', message: 'Workflow code does no I/O.' },
-            { name: 'ws', message: 'Workflow code does no I/O.' },
-          ],
+          paths: noNodeOrIo('Workflow code is deterministic'),
           patterns: [
+            upwardImports('workflows'),
             {
               group: ['../activities/*', '!../activities/types*'],
               message: 'Import activities as types only (from activities/types).',

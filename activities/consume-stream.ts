@@ -9,7 +9,7 @@ import { Session } from '../protocol/session.js';
 import { SessionFence } from '../protocol/session-fence.js';
 import type { StagingLimits } from '../protocol/staging.js';
 import type { ActionRules, CheckpointPlan, CommittedState, QuarantinePolicy } from '../protocol/types.js';
-import type { CommitResult } from '../db/commit.js';
+import type { CheckpointOutcome, CommitResult } from '../db/commit.js';
 import { StreamConnection, type ConnectionEnd, type OutcomeStop } from './stream-connection.js';
 import { DatabaseBehind, StreamTransportError } from './stream-errors.js';
 import type {
@@ -43,7 +43,7 @@ export interface ConsumeStreamDeps {
   /** db functions bound to a pool */
   store: {
     acquireLease(consumerId: string): Promise<CommittedState>;
-    commitCheckpoint(plan: CheckpointPlan): Promise<CommitResult>;
+    commitCheckpoint(plan: CheckpointPlan): Promise<CheckpointOutcome>;
   };
   config: ConsumeStreamConfig;
   log: ConsumeStreamLog;

@@ -5,9 +5,9 @@
 // A crash anywhere resumes from the saved cursor; an overlapping or repeated page is recognised, never
 // reapplied. A non-advancing page is never applied: the reader backs off a bounded number of times and stops.
 import { setTimeout as delay } from 'node:timers/promises';
-import type { HeldQuarantineItem } from '../db/errors.js';
+import type { HeldQuarantineItem } from '../domain/outcomes.js';
 import type { ChunkResult, CursorSwap, OpenPageProgress, PageChunk, PageProgress, Recognition } from '../db/pages.js';
-import type { History, PageResponse, ResetReason, StreamFilter } from '../protocol/codec.js';
+import { WireError, type History, type PageResponse, type ResetReason, type StreamFilter } from '../protocol/codec.js';
 import { backoffDelay, type Backoff } from '../protocol/backoff.js';
 import {
   chunkByPosition,
@@ -312,7 +312,13 @@ class PageRun {
       // The source's journal was rebuilt under this cursor: the same decision as a 410 history_rebuilt.
       return { kind: 'reset', reason: 'history_rebuilt', history: page.history, refusedToken: cursor ?? '' };
     }
-    const events = stagePageEvents(page.events);
+    let events: StagedEvent[];
+    try {
+      events = stagePageEvents(page.events);
+    } catch (error) {
+      if (!(error instanceof WireError)) throw error;
+      return { kind: 'source_failed', code: 'invalid_page', retryable: false, status: 200, message: error.message };
+    }
     const orderProblem = journalOrderProblem(events);
     if (orderProblem)
       return {
@@ -348,7 +354,8 @@ class PageRun {
       quarantinePolicy: config.quarantinePolicy ?? { terminalReasons: [] },
       actions: config.actions ?? { whaleAlertMinNotional: null },
     });
-    if (result.kind !== 'committed') return handleChunkRefusal(result);
+    // fenced, conflict, held_quarantine: each is a stop of its own, in the same shape
+    if (result.kind !== 'committed') return result;
     this.#current = { ...this.#current, appliedPosition: result.appliedPosition, version: result.version };
     const counters = this.counters;
     counters.chunks += 1;
@@ -378,17 +385,5 @@ class PageRun {
       version: this.#current.version,
     });
     return null;
-  }
-}
-
-/** Why a chunk was not applied: nothing of it is durable except held quarantine records. */
-function handleChunkRefusal(result: Exclude<ChunkResult, { kind: 'committed' }>): PageStop {
-  switch (result.kind) {
-    case 'fenced':
-      return { kind: 'fenced', actualVersion: result.actualVersion };
-    case 'conflict':
-      return { ...result, kind: 'conflict' };
-    case 'held':
-      return { kind: 'held_quarantine', items: result.items };
   }
 }

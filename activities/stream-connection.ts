@@ -8,8 +8,9 @@ import { ServerStaleGeneration, type Session, type SessionAction, type SessionSt
 import type { SessionFence } from '../protocol/session-fence.js';
 import { StagingBoundExceeded } from '../protocol/staging.js';
 import type { CheckpointPlan } from '../protocol/types.js';
-import type { CommitResult } from '../db/commit.js';
-import { ConflictingEvent, Fenced, HeldQuarantine, InvalidPlan } from '../db/errors.js';
+import type { CheckpointOutcome, CommitResult } from '../db/commit.js';
+import { InvalidPlan } from '../domain/errors.js';
+import { describeConflict, unreachable } from '../domain/outcomes.js';
 import type { ConsumeStreamDeps, ConsumeStreamLog } from './consume-stream.js';
 import { LeaseLost, StreamTransportError, type StreamTransportCode } from './stream-errors.js';
 import type { ConsumeOutcome, StreamCounters } from './types.js';
@@ -216,12 +217,13 @@ export class StreamConnection {
   async #commit(plan: CheckpointPlan): Promise<void> {
     const { store, hooks } = this.deps;
     const { session, returnsRebound } = this.current;
-    let committed: CommitResult;
+    let committed: CheckpointOutcome;
     try {
       committed = await store.commitCheckpoint(plan);
     } catch (error) {
       return this.#end(handleCommitFailure(error, plan, this.run, this.deps.log));
     }
+    if (committed.kind !== 'committed') return this.#end(handleCommitRefusal(committed, plan, this.run, this.deps.log));
     this.#progressed = true;
     this.run.recordCommit(plan, committed);
     await hooks?.afterCommit?.(plan.checkpoint.position);
@@ -316,30 +318,47 @@ export class StreamConnection {
   }
 }
 
-/** How a refused or failed commit ends the connection; nothing is ACKed. */
-export function handleCommitFailure(
-  error: unknown,
+/** A commit that did not commit: no ACK; the outcome says why. */
+export function handleCommitRefusal(
+  refusal: Exclude<CheckpointOutcome, { kind: 'committed' }>,
   plan: CheckpointPlan,
   run: Pick<ConnectionRun, 'consumerId' | 'outcome'>,
   log: ConsumeStreamLog,
 ): ConnectionEnd {
   const at = { position: plan.checkpoint.position, generation: plan.checkpoint.generation };
   const outcome = (rest: OutcomeStop): ConnectionEnd => ({ kind: 'outcome', outcome: run.outcome(rest) });
-  if (error instanceof Fenced) {
-    log.error('commit fenced: another attempt holds the lease; stopping without ACK', at);
-    return { kind: 'throw', error: new LeaseLost(run.consumerId, error) };
+  switch (refusal.kind) {
+    case 'fenced':
+      log.error('commit fenced: another attempt holds the lease; stopping without ACK', at);
+      return { kind: 'throw', error: new LeaseLost(run.consumerId, refusal) };
+    case 'conflict':
+      log.error('commit refused: an event conflicts with its saved receipt; no ACK', {
+        ...at,
+        eventId: refusal.eventId,
+      });
+      return outcome({ kind: 'failed', code: 'conflicting_event', message: describeConflict(refusal) });
+    case 'held_quarantine':
+      log.warn('checkpoint held by quarantined events; waiting for a decision', { ...at, held: refusal.items.length });
+      return outcome({ kind: 'held_quarantine', items: refusal.items });
+    default:
+      return unreachable(refusal);
   }
-  if (error instanceof ConflictingEvent) {
-    log.error('commit refused: an event conflicts with its saved receipt; no ACK', { ...at, eventId: error.eventId });
-    return outcome({ kind: 'failed', code: 'conflicting_event', message: error.message });
-  }
-  if (error instanceof HeldQuarantine) {
-    log.warn('checkpoint held by quarantined events; waiting for a decision', { ...at, held: error.items.length });
-    return outcome({ kind: 'held_quarantine', items: error.items });
-  }
+}
+
+/** A commit that threw: the plan was refused (InvalidPlan) or storage failed. */
+export function handleCommitFailure(
+  error: unknown,
+  plan: CheckpointPlan,
+  run: Pick<ConnectionRun, 'outcome'>,
+  log: ConsumeStreamLog,
+): ConnectionEnd {
   if (error instanceof InvalidPlan) {
+    const at = { position: plan.checkpoint.position, generation: plan.checkpoint.generation };
     log.error('commit refused the plan', { ...at, reason: error.reason });
-    return outcome({ kind: 'failed', code: 'protocol_violation', message: error.message });
+    return {
+      kind: 'outcome',
+      outcome: run.outcome({ kind: 'failed', code: 'protocol_violation', message: error.message }),
+    };
   }
   // Storage failures (connection lost, …): Temporal retries the activity from the committed state.
   return { kind: 'throw', error: error instanceof Error ? error : new Error(String(error)) };

@@ -1,6 +1,6 @@
 // The streaming run's typed errors: each carries a code and whether a retry can help; the activity wrapper turns
 // them into Temporal failures.
-import type { Fenced } from '../db/errors.js';
+import { describeFenced, type CheckpointFenced } from '../db/commit.js';
 
 /** The database is behind the workflow's copy: a restored backup or a bug. Not retryable. */
 export class DatabaseBehind extends Error {
@@ -25,9 +25,9 @@ export class LeaseLost extends Error {
   readonly retryable = false;
   constructor(
     readonly consumerId: string,
-    readonly fenced: Fenced,
+    readonly fenced: CheckpointFenced,
   ) {
-    super(`lease lost for consumer ${consumerId}: ${fenced.message}`);
+    super(`lease lost for consumer ${consumerId}: ${describeFenced(consumerId, fenced)}`);
   }
 }
 

@@ -1,7 +1,10 @@
-// The contract between the workflow and its activities. Workflow code imports this module as types only.
-// Nothing here carries a secret: the API key and the stream URL come from the worker's configuration.
+// The contract between the workflow and its activities: types, and emptyCounters (pure, no I/O), the one
+// value workflow code may import from the activities' room. Nothing here carries a secret: the API key and the
+// stream URL come from the worker's configuration.
+import type { HeldQuarantineItem } from '../domain/outcomes.js';
 import type { ErrorCode, History, ResetReason, StreamFilter } from '../protocol/codec.js';
-import type { QuarantineReason } from '../protocol/types.js';
+
+export type { BindingDecision, DecisionAudit, GapDecision, QuarantineDecision } from '../domain/decisions.js';
 
 /** The committed checkpoint as the workflow keeps a copy of it (the database stays the authority). */
 export interface CheckpointSummary {
@@ -78,18 +81,6 @@ export type ConsumeOutcome =
   | (OutcomeBase & { kind: 'rebound'; generation: number })
   | (OutcomeBase & { kind: 'reset_required'; reason: ResetReason; history: History; refusedToken: string })
   | (OutcomeBase & { kind: 'cursor_mismatch'; message: string })
-  | (OutcomeBase & {
-      kind: 'held_quarantine';
-      items: { eventId: string; reason: QuarantineReason; position: number; kind: string; entityId: string }[];
-    })
+  | (OutcomeBase & { kind: 'held_quarantine'; items: HeldQuarantineItem[] })
   /** Non-retryable server error or local protocol stop an operator must look at. */
   | (OutcomeBase & { kind: 'failed'; code: ErrorCode | 'conflicting_event' | 'config'; message: string });
-
-export type GapDecision = 'from_floor' | 'live_cut' | 'abandon';
-export type BindingDecision = 'retry' | 'from_floor' | 'live_cut' | 'abandon';
-export type QuarantineDecision = 'release_terminal' | 'retry';
-
-export interface DecisionAudit {
-  actor: string;
-  reason: string;
-}

@@ -149,6 +149,7 @@ export async function runCommitBench(): Promise<void> {
           let t = performance.now();
           const result = await commitCheckpoint(pool, plan);
           const ourMs = performance.now() - t;
+          if (result.kind !== 'committed') throw new Error(`bench commit did not commit: ${JSON.stringify(result)}`);
           fence = { leaseEpoch: fence.leaseEpoch, version: result.version };
           t = performance.now();
           await handWrittenCommit(pool, base);

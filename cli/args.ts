@@ -4,7 +4,14 @@
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { filterSchema, type StreamFilter } from '../protocol/codec.js';
-import type { BindingDecision, GapDecision, QuarantineDecision } from '../activities/types.js';
+import {
+  BINDING_DECISIONS,
+  GAP_DECISIONS,
+  QUARANTINE_DECISIONS,
+  type BindingDecision,
+  type GapDecision,
+  type QuarantineDecision,
+} from '../domain/decisions.js';
 import type { ConsumerPhase } from '../workflows/definitions.js';
 
 export class CliUsageError extends Error {
@@ -19,14 +26,6 @@ export class CliUsageError extends Error {
   }
 }
 
-export const GAP_DECISIONS = ['from_floor', 'live_cut', 'abandon'] as const satisfies readonly GapDecision[];
-export const BINDING_DECISIONS = [
-  'retry',
-  'from_floor',
-  'live_cut',
-  'abandon',
-] as const satisfies readonly BindingDecision[];
-export const QUARANTINE_DECISIONS = ['release_terminal', 'retry'] as const satisfies readonly QuarantineDecision[];
 export const INITIAL_STARTS = ['live_cut', 'from_floor'] as const;
 export const CONSUMER_PHASES = [
   'streaming',

@@ -6,7 +6,6 @@
 //            checkpoint row.
 // BEGIN, lock, two reads, one write, COMMIT: six round trips whatever the size of the checkpoint.
 import type pg from 'pg';
-import type { CheckpointPlan, StagedEvent } from '../protocol/types.js';
 import {
   decideCommit,
   validatePlanAgainstSaved,
@@ -17,8 +16,11 @@ import {
   type ExistingReceipt,
   type ExistingRows,
   type QuarantineWrite,
-} from './decide.js';
-import { ConflictingEvent, Fenced, HeldQuarantine } from './errors.js';
+} from '../domain/decide.js';
+import { commitHeld, type CommitConflict, type CommitHeld } from '../domain/outcomes.js';
+import type { CheckpointPlan, StagedEvent } from '../protocol/types.js';
+import type { OuterJoined, RawRow } from './rows.js';
+import type { eventReceipts, executions as executionsTable, quarantine as quarantineTable } from './schema.js';
 import { lockCheckpoint } from './state.js';
 import { inTransaction } from './transaction.js';
 
@@ -33,53 +35,60 @@ export interface CommitResult {
   outboxed: number;
 }
 
-type Outcome = { kind: 'committed'; result: CommitResult } | { kind: 'held'; held: QuarantineWrite[] };
+/** The fence of a stream consumer's commit: its lease epoch and checkpoint version. */
+export interface CheckpointFence {
+  leaseEpoch: number;
+  version: number;
+}
+
+/** The lease epoch or version moved: another attempt owns the consumer. Nothing written; never overwrite. */
+export interface CheckpointFenced {
+  kind: 'fenced';
+  expected: CheckpointFence;
+  /** null: the consumer has no checkpoint row. */
+  actual: CheckpointFence | null;
+}
+
+export type CheckpointOutcome = ({ kind: 'committed' } & CommitResult) | CheckpointFenced | CommitConflict | CommitHeld;
+
+export function describeFenced(consumerId: string, fenced: CheckpointFenced): string {
+  const { expected, actual } = fenced;
+  return (
+    `commit fenced for consumer ${consumerId}: expected lease ${expected.leaseEpoch} version ${expected.version}, ` +
+    (actual ? `found lease ${actual.leaseEpoch} version ${actual.version}` : 'consumer has no checkpoint row')
+  );
+}
 
 /**
- * Commits one checkpoint plan atomically, or throws: Fenced (another attempt owns the consumer),
- * ConflictingEvent (same eventId, different content), HeldQuarantine (events the reducer cannot apply were
- * recorded as held; the checkpoint did not move), InvalidPlan (nothing written), StorageFailure.
+ * Commits one checkpoint plan atomically and says what happened: committed; fenced (another attempt owns the
+ * consumer); conflict (same eventId, different content); held_quarantine (events the reducer cannot apply were
+ * recorded as held; the checkpoint did not move). Throws InvalidPlan (nothing written) and StorageFailure.
  */
-export async function commitCheckpoint(pool: pg.Pool, plan: CheckpointPlan): Promise<CommitResult> {
-  const parsed = validatePlanShape(plan);
-  const outcome = await inTransaction(pool, 'commitCheckpoint', plan.consumerId, async (client): Promise<Outcome> => {
+export async function commitCheckpoint(pool: pg.Pool, plan: CheckpointPlan): Promise<CheckpointOutcome> {
+  validatePlanShape(plan);
+  return inTransaction(pool, 'commitCheckpoint', plan.consumerId, async (client): Promise<CheckpointOutcome> => {
     const saved = await lockCheckpoint(client, plan.consumerId);
     if (!saved || saved.leaseEpoch !== plan.fence.leaseEpoch || saved.version !== plan.fence.version) {
-      throw new Fenced(
-        plan.consumerId,
-        plan.fence,
-        saved ? { leaseEpoch: saved.leaseEpoch, version: saved.version } : null,
-      );
+      const actual = saved ? { leaseEpoch: saved.leaseEpoch, version: saved.version } : null;
+      return { kind: 'fenced', expected: plan.fence, actual };
     }
     validatePlanAgainstSaved(plan, saved);
 
     const existing = await readExisting(client, plan.consumerId, plan.events);
-    const decision = decideCommit(plan, existing, parsed);
-    if (decision.outcome === 'conflict') {
-      throw new ConflictingEvent(decision.eventId, decision.savedHash, decision.incomingHash);
+    const decision = decideCommit(plan, existing);
+    switch (decision.kind) {
+      case 'conflict':
+        return decision;
+      case 'held_quarantine':
+        // Nothing of the checkpoint has been written (decide runs before any write), so committing only the
+        // held records is the "roll back the checkpoint, record the quarantine" the protocol asks for — still
+        // under this attempt's fence, so a zombie attempt cannot record anything either.
+        await writeQuarantine(client, plan.consumerId, decision.held);
+        return commitHeld(decision.held);
+      case 'committed':
+        return { kind: 'committed', ...(await writeCommit(client, plan, decision.writes)) };
     }
-    if (decision.outcome === 'held_quarantine') {
-      // Nothing of the checkpoint has been written (decide runs before any write), so committing only the
-      // held records is the "roll back the checkpoint, record the quarantine" the protocol asks for — still
-      // under this attempt's fence, so a zombie attempt cannot record anything either.
-      await writeQuarantine(client, plan.consumerId, decision.held);
-      return { kind: 'held', held: decision.held };
-    }
-    const result = await writeCommit(client, plan, decision.writes);
-    return { kind: 'committed', result };
   });
-  if (outcome.kind === 'held') {
-    throw new HeldQuarantine(
-      outcome.held.map(({ eventId, entityId, kind, position, reason }) => ({
-        eventId,
-        entityId,
-        kind,
-        position,
-        reason,
-      })),
-    );
-  }
-  return outcome.result;
 }
 
 /** The read step: receipts, quarantine records and executions the events touch (also used by the page consumer). */
@@ -98,13 +107,15 @@ export async function readExisting(
   // behind a growing table, making every commit O(table) instead of O(checkpoint).
   const eventIds = [...new Set(events.map((e) => e.eventId))];
   // Receipts and quarantine records in one query: both are keyed by eventId and both decide the event's fate.
-  const byEvent = await client.query<{
-    event_id: string;
-    receipt_hash: string | null;
-    outcome: ExistingReceipt['outcome'] | null;
-    quarantine_hash: string | null;
-    disposition: ExistingQuarantine['disposition'] | null;
-  }>({
+  const byEvent = await client.query<
+    Pick<RawRow<typeof eventReceipts>, 'event_id'> &
+      OuterJoined<{
+        receipt_hash: RawRow<typeof eventReceipts>['content_hash'];
+        outcome: RawRow<typeof eventReceipts>['outcome'];
+        quarantine_hash: RawRow<typeof quarantineTable>['content_hash'];
+        disposition: RawRow<typeof quarantineTable>['disposition'];
+      }>
+  >({
     name: 'whalehunt_commit_read_events',
     text: `SELECT ids.event_id, r.content_hash AS receipt_hash, r.outcome, q.content_hash AS quarantine_hash, q.disposition
              FROM unnest($2::text[]) AS ids(event_id)
@@ -124,21 +135,7 @@ export async function readExisting(
   }
 
   const entityIds = [...new Set(events.map((e) => e.entityId))];
-  const byEntity = await client.query<{
-    entity_id: string;
-    revision: number;
-    market: string;
-    asset: string;
-    side: string;
-    price: string;
-    size: string;
-    notional: string;
-    wallet: string;
-    tx_hash: string;
-    first_position: string;
-    last_position: string;
-    event_id: string;
-  }>({
+  const byEntity = await client.query<Omit<RawRow<typeof executionsTable>, 'consumer_id' | 'updated_at'>>({
     name: 'whalehunt_commit_read_executions',
     text: `SELECT e.entity_id, e.revision, e.market, e.asset, e.side, e.price::text, e.size::text, e.notional::text, e.wallet,
                   e.tx_hash, e.first_position, e.last_position, e.event_id

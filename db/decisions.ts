@@ -2,18 +2,18 @@
 // the consumer's progress row lock (its checkpoint; a page consumer's page progress), so a decision never
 // interleaves with a commit.
 import type pg from 'pg';
-import type { BindingDecision, GapDecision, QuarantineDecision } from '../activities/types.js';
+import type { QuarantineDisposition } from '../domain/decide.js';
+import type { BindingDecision, DecisionAudit, GapDecision, QuarantineDecision } from '../domain/decisions.js';
 import type { CommittedState, QuarantineReason } from '../protocol/types.js';
-import type { QuarantineDisposition } from './decide.js';
 import { UnknownConsumer } from './errors.js';
+import type { RawRow } from './rows.js';
+import type { quarantine } from './schema.js';
 import { lockCheckpoint } from './state.js';
 import { inTransaction, toStorageFailure } from './transaction.js';
 
-export interface DecisionInput<D> {
+export interface DecisionInput<D extends GapDecision | BindingDecision | QuarantineDecision> extends DecisionAudit {
   consumerId: string;
   decision: D;
-  actor: string;
-  reason: string;
 }
 
 async function insertAudit(
@@ -161,19 +161,7 @@ export async function listQuarantine(
   opts: { disposition?: QuarantineDisposition; limit?: number } = {},
 ): Promise<QuarantineRecord[]> {
   try {
-    const res = await pool.query<{
-      event_id: string;
-      entity_id: string;
-      kind: string;
-      position: string;
-      ordinal: number;
-      reason: QuarantineReason;
-      disposition: QuarantineDisposition;
-      decided_by: string | null;
-      decided_at: Date | null;
-      why: string | null;
-      created_at: Date;
-    }>(
+    const res = await pool.query<Omit<RawRow<typeof quarantine>, 'consumer_id' | 'content_hash' | 'updated_at'>>(
       `SELECT event_id, entity_id, kind, position, ordinal, reason, disposition, decided_by, decided_at, why, created_at
          FROM quarantine
         WHERE consumer_id = $1 AND ($2::text IS NULL OR disposition = $2)

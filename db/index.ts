@@ -2,7 +2,14 @@
 export { createPool } from './connect.js';
 export { migrate, MIGRATIONS_FOLDER } from './migrate.js';
 export { acquireLease, loadCommitted } from './state.js';
-export { commitCheckpoint, type CommitResult } from './commit.js';
+export {
+  commitCheckpoint,
+  describeFenced,
+  type CheckpointFence,
+  type CheckpointFenced,
+  type CheckpointOutcome,
+  type CommitResult,
+} from './commit.js';
 export {
   recordGapDecision,
   recordBindingDecision,

@@ -6,10 +6,13 @@
 import type pg from 'pg';
 import { filterHash as computeFilterHash } from '../protocol/canonical.js';
 import type { StreamFilter } from '../protocol/codec.js';
+import { decideCommit, type CommitWrites } from '../domain/decide.js';
+import { InvalidPlan } from '../domain/errors.js';
+import { commitHeld, type CommitConflict, type CommitHeld } from '../domain/outcomes.js';
 import type { ActionRules, QuarantinePolicy, StagedEvent } from '../protocol/types.js';
 import { EFFECT_PARAM_COUNT, EFFECT_WRITE_CTES, effectWriteValues, readExisting, writeQuarantine } from './commit.js';
-import { decideCommit, parseEventData, type CommitWrites } from './decide.js';
-import { InvalidPlan, type HeldQuarantineItem } from './errors.js';
+import type { RawRow } from './rows.js';
+import type { pageProgress } from './schema.js';
 import { lockConsumerKind } from './state.js';
 import { inTransaction, toStorageFailure } from './transaction.js';
 
@@ -25,16 +28,10 @@ export interface PageProgress {
   version: number;
 }
 
-interface ProgressRow {
-  consumer_id: string;
-  stream: string;
-  filter: StreamFilter;
-  filter_hash: string;
-  history_id: string | null;
-  resume_cursor: string | null;
-  applied_position: string;
-  version: number;
-}
+type ProgressRow = Pick<
+  RawRow<typeof pageProgress>,
+  'consumer_id' | 'stream' | 'filter' | 'filter_hash' | 'history_id' | 'resume_cursor' | 'applied_position' | 'version'
+>;
 
 const PROGRESS_COLUMNS =
   'consumer_id, stream, filter, filter_hash, history_id, resume_cursor, applied_position, version';
@@ -167,13 +164,13 @@ export interface PageChunk {
 
 export type ChunkCounts = CommitWrites['counts'];
 
+/** The same answers as a checkpoint's commit (CheckpointOutcome), with the page progress's own fence. */
 export type ChunkResult =
   | { kind: 'committed'; version: number; appliedPosition: number; counts: ChunkCounts; outboxed: number }
   /** Another attempt moved the progress: nothing written. */
   | { kind: 'fenced'; actualVersion: number | null }
-  | { kind: 'conflict'; eventId: string; savedHash: string; incomingHash: string }
-  /** The held records were written; no effect and no progress. */
-  | { kind: 'held'; items: HeldQuarantineItem[] };
+  | CommitConflict
+  | CommitHeld;
 
 /** Parameters after the effects: $50 applied position, $51 expected version. */
 const CHUNK_WRITE_SQL = `${EFFECT_WRITE_CTES}progress AS (
@@ -199,13 +196,13 @@ async function lockProgress(
 
 /**
  * Gives every event of the chunk a durable outcome and moves applied_position to the chunk's last position, in
- * one transaction fenced on the version. The cursor does not move.
+ * one transaction fenced on the version. The cursor does not move. Throws InvalidPlan (nothing written) and
+ * StorageFailure.
  */
 export async function commitPageChunk(pool: pg.Pool, chunk: PageChunk): Promise<ChunkResult> {
   const { consumerId, events } = chunk;
   const last = events.at(-1);
   if (!last) throw new RangeError('a page chunk holds at least one event');
-  const parsed = parseEventData(chunk);
   return inTransaction(pool, 'commitPageChunk', consumerId, async (client): Promise<ChunkResult> => {
     const saved = await lockProgress(client, consumerId);
     if (!saved || saved.version !== chunk.expectedVersion)
@@ -217,24 +214,12 @@ export async function commitPageChunk(pool: pg.Pool, chunk: PageChunk): Promise<
       );
     }
     const existing = await readExisting(client, consumerId, events);
-    const decision = decideCommit({ ...chunk, qualityNotices: [] }, existing, parsed);
-    if (decision.outcome === 'conflict') {
-      const { eventId, savedHash, incomingHash } = decision;
-      return { kind: 'conflict', eventId, savedHash, incomingHash };
-    }
-    if (decision.outcome === 'held_quarantine') {
+    const decision = decideCommit({ ...chunk, qualityNotices: [] }, existing);
+    if (decision.kind === 'conflict') return decision;
+    if (decision.kind === 'held_quarantine') {
       // As in commitCheckpoint: nothing of the chunk is written, only the held records, under the fence.
       await writeQuarantine(client, consumerId, decision.held);
-      return {
-        kind: 'held',
-        items: decision.held.map(({ eventId, entityId, kind, position, reason }) => ({
-          eventId,
-          entityId,
-          kind,
-          position,
-          reason,
-        })),
-      };
+      return commitHeld(decision.held);
     }
     const res = await client.query<{ version: number; outboxed: number }>({
       name: 'whalehunt_page_chunk_write',

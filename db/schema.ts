@@ -18,6 +18,9 @@ import {
   timestamp,
   uniqueIndex,
 } from 'drizzle-orm/pg-core';
+import type { QuarantineDisposition, ReceiptOutcome } from '../domain/decide.js';
+import type { Mappings, StreamFilter } from '../protocol/codec.js';
+import type { CommittedState, QuarantineReason } from '../protocol/types.js';
 
 const createdAt = () => timestamp('created_at', { withTimezone: true }).notNull().defaultNow();
 const updatedAt = () => timestamp('updated_at', { withTimezone: true }).notNull().defaultNow();
@@ -28,10 +31,10 @@ export const consumerBindings = pgTable('consumer_bindings', {
   subscriptionId: text('subscription_id').notNull(),
   stream: text('stream').notNull(),
   historyId: text('history_id').notNull(),
-  filter: jsonb('filter').notNull(),
+  filter: jsonb('filter').notNull().$type<StreamFilter>(),
   filterHash: text('filter_hash').notNull(),
   generation: integer('generation').notNull(),
-  mappings: jsonb('mappings').notNull(),
+  mappings: jsonb('mappings').notNull().$type<Mappings>(),
   updatedAt: updatedAt(),
 });
 
@@ -51,7 +54,7 @@ export const checkpoints = pgTable(
     /** Bumped by every activity attempt (acquireLease); fences zombie attempts. */
     leaseEpoch: integer('lease_epoch').notNull().default(0),
     /** An explicit start an operator decided, consumed by the first commit of that start. */
-    pendingStart: text('pending_start'),
+    pendingStart: text('pending_start').$type<CommittedState['pendingStart']>(),
     abandoned: boolean('abandoned').notNull().default(false),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
@@ -74,7 +77,7 @@ export const eventReceipts = pgTable(
     contentHash: text('content_hash').notNull(),
     position: bigint('position', { mode: 'number' }).notNull(),
     ordinal: integer('ordinal').notNull(),
-    outcome: text('outcome').notNull(),
+    outcome: text('outcome').notNull().$type<ReceiptOutcome>(),
     createdAt: createdAt(),
   },
   (t) => [
@@ -175,8 +178,8 @@ export const quarantine = pgTable(
     position: bigint('position', { mode: 'number' }).notNull(),
     ordinal: integer('ordinal').notNull(),
     contentHash: text('content_hash').notNull(),
-    reason: text('reason').notNull(),
-    disposition: text('disposition').notNull(),
+    reason: text('reason').notNull().$type<QuarantineReason>(),
+    disposition: text('disposition').notNull().$type<QuarantineDisposition>(),
     decidedBy: text('decided_by'),
     decidedAt: timestamp('decided_at', { withTimezone: true }),
     why: text('why'),
@@ -254,7 +257,7 @@ export const pageProgress = pgTable(
   {
     consumerId: text('consumer_id').primaryKey(),
     stream: text('stream').notNull(),
-    filter: jsonb('filter').notNull(),
+    filter: jsonb('filter').notNull().$type<StreamFilter>(),
     filterHash: text('filter_hash').notNull(),
     /** The history the cursor belongs to, saved with the first cursor. */
     historyId: text('history_id'),

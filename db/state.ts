@@ -1,30 +1,32 @@
 // The committed state of a consumer: reading it, locking it, and taking a lease on it.
 import type pg from 'pg';
-import type { Mappings, StreamFilter } from '../protocol/codec.js';
 import type { Binding, CommittedState } from '../protocol/types.js';
 import { ConsumerKindMismatch } from './errors.js';
+import type { OuterJoined, RawRow } from './rows.js';
+import type { checkpoints, consumerBindings } from './schema.js';
 import { inTransaction, toStorageFailure } from './transaction.js';
 
-interface StateRow {
-  consumer_id: string;
-  lease_epoch: number;
-  version: number;
-  position: string | null;
-  token: string | null;
-  generation: number | null;
-  cut_position: string | null;
-  cut_reached: boolean;
-  pending_start: 'live_cut' | 'from_floor' | null;
-  abandoned: boolean;
-  updated_at: Date;
-  subscription_id: string | null;
-  stream: string | null;
-  history_id: string | null;
-  filter: StreamFilter | null;
-  filter_hash: string | null;
-  binding_generation: number | null;
-  mappings: Mappings | null;
-}
+type BindingRow = RawRow<typeof consumerBindings>;
+/** STATE_COLUMNS: the checkpoint row and its binding (outer-joined; its generation renamed). */
+type StateRow = Pick<
+  RawRow<typeof checkpoints>,
+  | 'consumer_id'
+  | 'lease_epoch'
+  | 'version'
+  | 'position'
+  | 'token'
+  | 'generation'
+  | 'cut_position'
+  | 'cut_reached'
+  | 'pending_start'
+  | 'abandoned'
+  | 'updated_at'
+> &
+  OuterJoined<
+    Pick<BindingRow, 'subscription_id' | 'stream' | 'history_id' | 'filter' | 'filter_hash' | 'mappings'> & {
+      binding_generation: BindingRow['generation'];
+    }
+  >;
 
 const STATE_COLUMNS = `c.consumer_id, c.lease_epoch, c.version, c.position, c.token, c.generation, c.cut_position,
   c.cut_reached, c.pending_start, c.abandoned, c.updated_at, b.subscription_id, b.stream, b.history_id, b.filter,

@@ -1,7 +1,8 @@
 // Transactions and the translation of driver errors. Typed errors of our own pass through unchanged;
 // everything else is rethrown as StorageFailure with the pg error as its cause.
 import type pg from 'pg';
-import { CommitError, ConsumerKindMismatch, StorageFailure, UnknownConsumer } from './errors.js';
+import { InvalidPlan } from '../domain/errors.js';
+import { ConsumerKindMismatch, StorageFailure, UnknownConsumer } from './errors.js';
 
 /** SQLSTATEs the code branches on (https://www.postgresql.org/docs/current/errcodes-appendix.html). */
 export const SQLSTATE = {
@@ -39,7 +40,7 @@ function isRetryable(sqlState: string | undefined, error: unknown): boolean {
 
 export function toStorageFailure(operation: string, consumerId: string | undefined, error: unknown): Error {
   if (
-    error instanceof CommitError ||
+    error instanceof InvalidPlan ||
     error instanceof UnknownConsumer ||
     error instanceof ConsumerKindMismatch ||
     error instanceof StorageFailure

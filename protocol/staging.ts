@@ -13,7 +13,11 @@ export interface StagingLimits {
   maxAgeMs: number;
 }
 
-/** A wire event at its journal position as staged: the stream's batches and the page source share this. */
+/**
+ * A wire event at its journal position as staged: the stream's batches and the page source share this. A
+ * supported kind must carry well-formed data (throws WireError naming the field); an unsupported kind is staged
+ * for quarantine as is.
+ */
 export function toStagedEvent(event: WireEvent, position: number): StagedEvent {
   return {
     position,
@@ -24,6 +28,7 @@ export function toStagedEvent(event: WireEvent, position: number): StagedEvent {
     revision: event.revision,
     observedAt: event.observedAt,
     data: event.data,
+    trade: isSupportedKind(event.kind) ? parseTradeData(event.kind, event.data) : null,
     contentHash: eventContentHash(event, position),
   };
 }
@@ -135,10 +140,8 @@ export class StagingBuffer {
         );
       }
       previousOrdinal = event.ordinal;
-      // Supported kinds must carry well-formed data; an unsupported kind is staged for quarantine as is.
-      if (isSupportedKind(event.kind)) parseTradeData(event.kind, event.data);
-      bytes += approximateBytes(event);
       staged.push(toStagedEvent(event, frame.position));
+      bytes += approximateBytes(event);
     });
     this.#checkBounds(this.#events.length + staged.length, this.#bytes + bytes);
     this.#events.push(...staged);

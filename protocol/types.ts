@@ -1,6 +1,6 @@
 // Internal types shared by the rooms. They are the codec's output shapes, not wire frames: the database,
 // the reducer and the workflows depend on these, never on the wire spelling.
-import type { Mappings, QualityState, StartRequest, StreamFilter } from './codec.js';
+import type { Mappings, QualityState, StartRequest, StreamFilter, TradeData } from './codec.js';
 
 /** The subscription binding the token belongs to. Saved with every commit. */
 export interface Binding {
@@ -25,6 +25,8 @@ export interface StagedEvent {
   revision: number;
   observedAt: string;
   data: Record<string, unknown>;
+  /** `data` of a supported kind, parsed once at staging; null for an unsupported kind (it is quarantined). */
+  trade: TradeData | null;
   /** eventContentHash(event, position) */
   contentHash: string;
 }

@@ -3,6 +3,7 @@
 // deterministic, so it is safe in the workflow sandbox.
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
+import { BINDING_DECISIONS, GAP_DECISIONS, QUARANTINE_DECISIONS } from '../domain/decisions.js';
 import { filterSchema } from '../protocol/codec.js';
 import type { BindingResolution, GapResolution, QuarantineResolution, RebindRequest } from './definitions.js';
 
@@ -11,14 +12,11 @@ const audit = {
   reason: z.string().trim().min(1, 'reason is required: why this decision is taken'),
 };
 
-const gapResolutionSchema = z.object({ ...audit, decision: z.enum(['from_floor', 'live_cut', 'abandon']) });
-const bindingResolutionSchema = z.object({
-  ...audit,
-  decision: z.enum(['retry', 'from_floor', 'live_cut', 'abandon']),
-});
+const gapResolutionSchema = z.object({ ...audit, decision: z.enum(GAP_DECISIONS) });
+const bindingResolutionSchema = z.object({ ...audit, decision: z.enum(BINDING_DECISIONS) });
 const quarantineResolutionSchema = z.object({
   ...audit,
-  decision: z.enum(['release_terminal', 'retry']),
+  decision: z.enum(QUARANTINE_DECISIONS),
   eventIds: z.array(z.string().min(1)).min(1, 'eventIds, when given, names at least one event').optional(),
 });
 const auditSchema = z.object(audit);

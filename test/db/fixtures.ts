@@ -1,5 +1,6 @@
 // Builders of checkpoint plans and staged events for the commit tests (pure: also used by test/unit/decide*).
-import type { TradeData } from '../../protocol/codec.js';
+import { isSupportedKind, parseTradeData, WireError, type TradeData } from '../../protocol/codec.js';
+import type { CheckpointOutcome, CommitResult } from '../../db/commit.js';
 import { eventContentHash, filterHash } from '../../protocol/canonical.js';
 import type {
   Binding,
@@ -43,6 +44,20 @@ export function tradeData(overrides: Partial<TradeData> = {}): TradeData {
   };
 }
 
+/**
+ * The trade staging would carry: null for an unsupported kind, and for malformed data too — a plan built here
+ * bypasses staging, and the commit must refuse a supported kind without its trade.
+ */
+function parsedTrade(kind: string, data: unknown): TradeData | null {
+  if (!isSupportedKind(kind)) return null;
+  try {
+    return parseTradeData(kind, data);
+  } catch (error) {
+    if (error instanceof WireError) return null;
+    throw error;
+  }
+}
+
 export function stagedEvent(fields: {
   position: number;
   ordinal?: number;
@@ -65,6 +80,7 @@ export function stagedEvent(fields: {
     revision,
     observedAt: '2026-11-29T12:00:00.000Z',
     data: fields.data,
+    trade: parsedTrade(fields.kind, fields.data),
     contentHash: eventContentHash(wire, fields.position),
   };
 }
@@ -122,4 +138,10 @@ export function makePlan(consumerId: string, o: PlanOptions): CheckpointPlan {
     quarantinePolicy: { terminalReasons: o.terminalReasons ?? [] },
     actions: { whaleAlertMinNotional: o.whaleAlertMinNotional ?? null },
   };
+}
+
+/** The result of a commit the test expects to have committed; fails naming the outcome otherwise. */
+export function committed(outcome: CheckpointOutcome): CommitResult {
+  if (outcome.kind !== 'committed') throw new Error(`expected the commit to commit, got ${JSON.stringify(outcome)}`);
+  return outcome;
 }

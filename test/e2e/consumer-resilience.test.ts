@@ -62,7 +62,7 @@ describe('fencing and continue-as-new', () => {
                   await newAttemptLeased.promise;
                   try {
                     const result = await real.commitCheckpoint(plan);
-                    zombieCommits.push('committed');
+                    zombieCommits.push(result.kind);
                     return result;
                   } catch (error) {
                     zombieCommits.push(error instanceof Error ? error.name : 'error');
@@ -90,7 +90,7 @@ describe('fencing and continue-as-new', () => {
         const outcome = await within(zombie!, 30_000, 'the zombie attempt to end');
         expect(outcome).toBeInstanceOf(Error);
         expect((outcome as Error).name).toBe('LeaseLost');
-        expect(zombieCommits).toEqual(['Fenced']);
+        expect(zombieCommits).toEqual(['fenced']);
         expect(zombieAcks).toBe(0);
         const zombieConnection = server.connections[0]!.connectionId;
         expect(server.acks.filter((a) => a.connectionId === zombieConnection)).toEqual([]);

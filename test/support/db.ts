@@ -110,10 +110,16 @@ async function ensureTemplate(admin: pg.Client): Promise<string> {
   }
 }
 
-/** A fresh migrated database, cloned from the template. */
-export async function createTestDatabase(options: { poolMax?: number } = {}): Promise<TestDatabase> {
+/** A fresh migrated database, cloned from the template; `migrated: false` gives an empty one (migrate's own tests). */
+export async function createTestDatabase(
+  options: { poolMax?: number; migrated?: boolean } = {},
+): Promise<TestDatabase> {
   const name = `${TEST_DATABASE_PREFIX}${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
   await withAdmin(async (admin) => {
+    if (options.migrated === false) {
+      await admin.query(`CREATE DATABASE ${quoteIdent(name)}`);
+      return;
+    }
     const template = await ensureTemplate(admin);
     await admin.query(`CREATE DATABASE ${quoteIdent(name)} TEMPLATE ${quoteIdent(template)}`);
   });

@@ -1,4 +1,4 @@
-// The pure commit rules (db/decide.ts), without a database: examples for each rule and properties over random
+// The pure commit rules (domain/decide.ts), without a database: examples for each rule and properties over random
 // journals (idempotence, split invariance, volume conservation).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -12,8 +12,8 @@ import {
   type ExistingQuarantine,
   type ExistingReceipt,
   type ExistingRows,
-} from '../../db/decide.js';
-import { InvalidPlan } from '../../db/errors.js';
+} from '../../domain/decide.js';
+import { InvalidPlan } from '../../domain/errors.js';
 import { addDecimal, formatDecimal, parseDecimal, subDecimal, type Decimal } from '../../protocol/decimal.js';
 import type { CheckpointPlan, StagedEvent } from '../../protocol/types.js';
 import { correction, makePlan, stagedEvent, trade } from '../db/fixtures.js';
@@ -23,7 +23,7 @@ const empty = (): ExistingRows => ({ receipts: new Map(), quarantine: new Map(),
 
 function committed(plan: CheckpointPlan, existing: ExistingRows = empty()): CommitWrites {
   const decision = decideCommit(plan, existing);
-  if (decision.outcome !== 'committed') throw new Error(`expected committed, got ${decision.outcome}`);
+  if (decision.kind !== 'committed') throw new Error(`expected committed, got ${decision.kind}`);
   return decision.writes;
 }
 
@@ -64,7 +64,7 @@ describe('decideCommit rules', () => {
     );
     const changed = { ...event, contentHash: 'other' };
     expect(decideCommit(makePlan('c', { fence: FENCE, position: 1, events: [changed] }), existing)).toEqual({
-      outcome: 'conflict',
+      kind: 'conflict',
       eventId: event.eventId,
       savedHash: event.contentHash,
       incomingHash: 'other',
@@ -92,8 +92,8 @@ describe('decideCommit rules', () => {
       trade(3, 'z'),
     ];
     const held = decideCommit(makePlan('c', { fence: FENCE, position: 3, events }), empty());
-    expect(held.outcome).toBe('held_quarantine');
-    expect(held.outcome === 'held_quarantine' && held.held.map((h) => [h.reason, h.disposition])).toEqual([
+    expect(held.kind).toBe('held_quarantine');
+    expect(held.kind === 'held_quarantine' && held.held.map((h) => [h.reason, h.disposition])).toEqual([
       ['unknown_correction_target', 'held'],
       ['unsupported_kind', 'held'],
     ]);

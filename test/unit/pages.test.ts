@@ -3,7 +3,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { eventContentHash } from '../../protocol/canonical.js';
-import type { PageEvent } from '../../protocol/codec.js';
+import { WireError, type PageEvent } from '../../protocol/codec.js';
 import { backoffDelay } from '../../protocol/backoff.js';
 import {
   chunkByPosition,
@@ -67,8 +67,18 @@ describe('stagePageEvents', () => {
     };
     const [staged] = stagePageEvents([event]);
     const { position: _position, ...wire } = event;
-    expect(staged).toEqual({ ...wire, position: 9, contentHash: eventContentHash(wire, 9) });
+    // The trade is parsed once here and carried to the commit.
+    expect(staged).toEqual({ ...wire, position: 9, trade: wire.data, contentHash: eventContentHash(wire, 9) });
     expect(staged!.contentHash).not.toBe(eventContentHash(wire, 10));
+  });
+
+  it('refuses a supported kind with malformed data, naming the field; stages an unsupported kind as is', () => {
+    const base = { ordinal: 1, entityId: 'x', revision: 1, observedAt: '2026-11-29T12:00:00.000Z' };
+    const malformed: PageEvent = { ...base, position: 3, eventId: 'e3', kind: 'trade', data: { market: 'm' } };
+    expect(() => stagePageEvents([malformed])).toThrow(WireError);
+    expect(() => stagePageEvents([malformed])).toThrow(/events\.data\.asset/);
+    const odd: PageEvent = { ...base, position: 4, eventId: 'e4', kind: 'split', data: { any: 'thing' } };
+    expect(stagePageEvents([odd])[0]).toMatchObject({ kind: 'split', trade: null });
   });
 });
 

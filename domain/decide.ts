@@ -1,13 +1,7 @@
 // The domain rules of a commit, as a pure function: (plan, the rows the plan touches) → the rows to write and
 // the outcome. No I/O, so every rule is property-tested without a database (test/unit/decide*.test.ts), and
 // the same function serves the stream and the paginated source.
-import {
-  isSupportedKind,
-  parseTradeData,
-  WireError,
-  type SupportedEventKind,
-  type TradeData,
-} from '../protocol/codec.js';
+import { isSupportedKind } from '../protocol/codec.js';
 import {
   addDecimal,
   compareDecimal,
@@ -18,7 +12,8 @@ import {
   type Decimal,
 } from '../protocol/decimal.js';
 import type { CheckpointPlan, QualityNotice, QuarantineReason, StagedEvent } from '../protocol/types.js';
-import { InvalidPlan, type HeldQuarantineItem } from './errors.js';
+import { InvalidPlan } from './errors.js';
+import type { CommitConflict, HeldQuarantineItem } from './outcomes.js';
 
 export type ReceiptOutcome = 'applied' | 'no_effect' | 'quarantined';
 export type QuarantineDisposition = 'held' | 'terminal' | 'retry';
@@ -110,10 +105,10 @@ export interface CommitWrites {
 }
 
 export type CommitDecision =
-  | { outcome: 'committed'; writes: CommitWrites }
-  | { outcome: 'conflict'; eventId: string; savedHash: string; incomingHash: string }
+  | { kind: 'committed'; writes: CommitWrites }
+  | CommitConflict
   /** Every held event of the plan (not only the first), so one operator decision covers them all. */
-  | { outcome: 'held_quarantine'; held: QuarantineWrite[] };
+  | { kind: 'held_quarantine'; held: QuarantineWrite[] };
 
 export const WHALE_ALERT = 'whale_alert' as const;
 
@@ -121,37 +116,15 @@ export function outboxKey(action: string, eventId: string): string {
   return `${action}:${eventId}`;
 }
 
-/** The data of a supported kind, or null when it does not parse (staging validates it; this is a backstop). */
-function tradeData(kind: SupportedEventKind, data: unknown): TradeData | null {
-  try {
-    // The codec's hand-written check: every committed trade passes here, and zod per event costs more than the rule.
-    return parseTradeData(kind, data);
-  } catch (error) {
-    if (error instanceof WireError) return null;
-    throw error;
-  }
-}
-
-/** Parsed trade data aligned with plan.events (null for unsupported kinds and unparseable data). */
-export type ParsedEventData = readonly (TradeData | null)[];
-
 /** What the domain rules read of a plan: the stream's checkpoint plans and the page consumer's chunks both are one. */
 export type DecidablePlan = Pick<CheckpointPlan, 'events' | 'qualityNotices' | 'quarantinePolicy' | 'actions'>;
 
-export function parseEventData(plan: Pick<CheckpointPlan, 'events'>): ParsedEventData {
-  return plan.events.map((event) => (isSupportedKind(event.kind) ? tradeData(event.kind, event.data) : null));
-}
-
 /**
  * Folds the plan's events, in journal order, over the saved rows. Events of one plan see each other's effects
- * (a trade and its correction in the same checkpoint). Throws InvalidPlan for a supported kind whose data does
- * not parse (validatePlanShape rejects that first; this keeps the function total on its own).
+ * (a trade and its correction in the same checkpoint). Throws InvalidPlan for a supported kind staged without
+ * its parsed trade (validatePlanShape rejects that first; this keeps the function total on its own).
  */
-export function decideCommit(
-  plan: DecidablePlan,
-  existing: ExistingRows,
-  parsed: ParsedEventData = parseEventData(plan),
-): CommitDecision {
+export function decideCommit(plan: DecidablePlan, existing: ExistingRows): CommitDecision {
   const executions = new Map<string, ExecutionState>();
   const changed = new Set<string>();
   const seenInPlan = new Map<string, string>();
@@ -175,7 +148,7 @@ export function decideCommit(
     deltas.set(market, entry);
   };
 
-  for (const [index, event] of plan.events.entries()) {
+  for (const event of plan.events) {
     const receipt = (outcome: ReceiptOutcome) =>
       receipts.push({
         eventId: event.eventId,
@@ -188,14 +161,14 @@ export function decideCommit(
     const savedHash = existing.receipts.get(event.eventId)?.contentHash ?? seenInPlan.get(event.eventId);
     if (savedHash !== undefined) {
       if (savedHash !== event.contentHash)
-        return { outcome: 'conflict', eventId: event.eventId, savedHash, incomingHash: event.contentHash };
+        return { kind: 'conflict', eventId: event.eventId, savedHash, incomingHash: event.contentHash };
       counts.duplicates += 1;
       continue;
     }
     const record = existing.quarantine.get(event.eventId);
     if (record && record.contentHash !== event.contentHash) {
       return {
-        outcome: 'conflict',
+        kind: 'conflict',
         eventId: event.eventId,
         savedHash: record.contentHash,
         incomingHash: event.contentHash,
@@ -228,7 +201,7 @@ export function decideCommit(
       quarantineAs('unsupported_kind');
       continue;
     }
-    const data = parsed[index] ?? null;
+    const data = event.trade;
     if (data === null) throw new InvalidPlan(`event ${event.eventId}: ${event.kind} data is not a valid trade`);
     const before = current(event.entityId);
 
@@ -280,7 +253,7 @@ export function decideCommit(
     counts.applied += 1;
   }
 
-  if (held.length > 0) return { outcome: 'held_quarantine', held };
+  if (held.length > 0) return { kind: 'held_quarantine', held };
 
   const marketDeltas: MarketDelta[] = [];
   for (const [market, delta] of deltas) {
@@ -289,7 +262,7 @@ export function decideCommit(
   }
 
   return {
-    outcome: 'committed',
+    kind: 'committed',
     writes: {
       receipts,
       executions: [...changed].map((id) => executions.get(id)!),
@@ -321,11 +294,8 @@ export interface SavedCheckpoint {
   abandoned: boolean;
 }
 
-/**
- * Checks a plan on its own; throws InvalidPlan naming the first problem. Nothing has been written yet.
- * Returns the events' parsed trade data for decideCommit, so each event's data is parsed once.
- */
-export function validatePlanShape(plan: CheckpointPlan): ParsedEventData {
+/** Checks a plan on its own; throws InvalidPlan naming the first problem. Nothing has been written yet. */
+export function validatePlanShape(plan: CheckpointPlan): void {
   const fail = (reason: string): never => {
     throw new InvalidPlan(reason);
   };
@@ -340,9 +310,8 @@ export function validatePlanShape(plan: CheckpointPlan): ParsedEventData {
   }
   if (!Number.isSafeInteger(checkpoint.generation) || checkpoint.generation < 1)
     fail(`generation ${checkpoint.generation} is not a positive integer`);
-  const parsed = parseEventData(plan);
   let previous: StagedEvent | undefined;
-  for (const [index, event] of plan.events.entries()) {
+  for (const event of plan.events) {
     if (
       !Number.isSafeInteger(event.position) ||
       event.position < 1 ||
@@ -367,7 +336,7 @@ export function validatePlanShape(plan: CheckpointPlan): ParsedEventData {
       fail(`event ${event.eventId} at ${event.position} is beyond the checkpoint position ${checkpoint.position}`);
     if (event.eventId.length === 0 || event.contentHash.length === 0)
       fail(`an event at ${event.position} has an empty eventId or content hash`);
-    if (isSupportedKind(event.kind) && parsed[index] === null)
+    if (isSupportedKind(event.kind) && event.trade === null)
       fail(`event ${event.eventId}: ${event.kind} data is not a valid trade`);
     previous = event;
   }
@@ -376,7 +345,6 @@ export function validatePlanShape(plan: CheckpointPlan): ParsedEventData {
       fail(`quality notice for ${notice.scope} at ${notice.position} is outside 0..${checkpoint.position}`);
     }
   }
-  return parsed;
 }
 
 /**

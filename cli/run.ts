@@ -12,6 +12,7 @@ import { startDevStack, stopInReverse, type DevStack, type NamedStop, type Strea
 import { JsonLogger } from '../worker/logger.js';
 import { installRuntime, startWorkerRuntime, type WorkerRuntime } from '../worker/main.js';
 import { onShutdownSignal } from '../worker/shutdown-signal.js';
+import { headAndLagAt } from '../protocol/progress.js';
 import { consumerWorkflowId, statusQuery, type ConsumerStatus } from '../workflows/definitions.js';
 import type { CliCommand } from './args.js';
 import { startConsumer, type CommandIo } from './commands.js';
@@ -271,13 +272,16 @@ async function progressLine(
   if (summary) lastSeen.summary = summary;
   const now = Date.now();
   const position = summary?.state.position ?? null;
-  const head = stream.journal?.head ?? heartbeat?.headPosition ?? status?.counters.lastHeadPosition ?? null;
+  const { head, lag } = headAndLagAt(
+    position,
+    stream.journal?.head ?? heartbeat?.headPosition ?? status?.counters.lastHeadPosition ?? null,
+  );
   const rate = meter.record(now, heartbeat?.counters.eventsApplied ?? status?.counters.eventsApplied ?? 0);
   const text = [
     new Date(now).toISOString().slice(11, 19),
     (status?.phase ?? workflow.description.status.name.toLowerCase()).padEnd(12),
     `position ${fmt(position)} / head ${fmt(head)}`,
-    `lag ${position !== null && head !== null ? fmt(Math.max(0, head - position)) : '-'}`,
+    `lag ${fmt(lag)}`,
     `${rate === null ? '-' : rate.toFixed(1)} ev/s`,
     `gen ${fmt(summary?.state.generation ?? null)}`,
     `v${fmt(summary?.state.version ?? null)}`,

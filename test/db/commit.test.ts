@@ -19,7 +19,7 @@ import {
   type CommitResult,
 } from '../../db/index.js';
 import { useTestDatabase } from '../support/db.js';
-import { correction, makePlan, stagedEvent, trade, tradeData, type PlanOptions } from './fixtures.js';
+import { correction, makePlan, stagedEvent, trade, tradeData, type PlanOptions } from '../../bench/fixtures.js';
 import { dumpState } from './state-dump.js';
 
 const db = useTestDatabase();

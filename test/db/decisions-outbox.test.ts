@@ -16,7 +16,7 @@ import {
   UnknownConsumer,
 } from '../../db/index.js';
 import { useTestDatabase } from '../support/db.js';
-import { makePlan, trade } from './fixtures.js';
+import { makePlan, trade } from '../../bench/fixtures.js';
 
 const db = useTestDatabase();
 

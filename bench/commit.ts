@@ -8,7 +8,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { acquireLease, commitCheckpoint, createPool, migrate } from '../db/index.js';
-import { makePlan, trade } from '../test/db/fixtures.js';
+import { makePlan, trade } from './fixtures.js';
 import type { CheckpointPlan, StagedEvent } from '../protocol/types.js';
 import { percentile, withScratchDatabase } from './support.js';
 

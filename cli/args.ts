@@ -492,11 +492,32 @@ function parseScheduleRebind(argv: readonly string[]): CliCommand {
 
 function parse(command: CommandName, argv: readonly string[], options: Record<string, OptionSpec>): Values {
   try {
-    return parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }).values as Values;
+    return parseArgs({ args: withDashValues(argv, options), options, strict: true, allowPositionals: false })
+      .values as Values;
   } catch (error) {
     // parseArgs' messages name the option ("Unknown option '--x'", "Option '--consumer <value>' argument missing").
     throw new CliUsageError(`${command}: ${error instanceof Error ? error.message : String(error)}`, command);
   }
+}
+
+/**
+ * `--lease-ms -5` as `--lease-ms=-5`: parseArgs refuses a value that starts with a dash as ambiguous, which
+ * would hide the option's own complaint ("must be at least 1000") behind Node's wording.
+ */
+function withDashValues(argv: readonly string[], options: Record<string, OptionSpec>): string[] {
+  const args: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const next = argv[i + 1];
+    const name = arg.startsWith('--') ? arg.slice(2) : null;
+    if (name && options[name]?.type === 'string' && next !== undefined && /^-[\d.]/.test(next)) {
+      args.push(`${arg}=${next}`);
+      i += 1;
+    } else {
+      args.push(arg);
+    }
+  }
+  return args;
 }
 
 function field<T>(command: CommandName, option: string, schema: z.ZodType<T>, value: unknown): T {
@@ -540,7 +561,12 @@ function choice<const T extends readonly string[]>(
 
 function optionalInt(command: CommandName, option: string, value: unknown, min: number): number | undefined {
   if (value === undefined) return undefined;
-  return field(command, option, z.coerce.number().int(`must be an integer`).min(min, `must be at least ${min}`), value);
+  const schema = z
+    .string()
+    .regex(/^-?\d+$/, 'must be an integer')
+    .transform(Number)
+    .pipe(z.number().min(min, `must be at least ${min}`).max(Number.MAX_SAFE_INTEGER, 'is too large'));
+  return field(command, option, schema, value);
 }
 
 const FILTER_LIST_FLAGS = ['kinds', 'markets', 'wallets'] as const;

@@ -8,10 +8,10 @@ import { pageConsumerConfig, poolPageStore } from '../activities/index.js';
 import { createPool, migrate } from '../db/index.js';
 import { loadPageProgress } from '../db/pages.js';
 import { ConfigError, loadConfig, type WorkerConfig } from '../worker/config.js';
+import { onShutdownSignal } from '../worker/shutdown-signal.js';
 import type { CliCommand } from './args.js';
 import { loadCliConfig } from './config.js';
 import { CliError } from './errors.js';
-import { DUPLICATE_SIGNAL_MS } from './signals.js';
 
 export interface BackfillIo {
   out(text: string): void;
@@ -36,20 +36,16 @@ export async function runBackfill(cmd: BackfillCommand, env: NodeJS.ProcessEnv, 
     warn(`${level}: ${msg}${fields ? ` ${JSON.stringify(fields)}` : ''}`);
 
   const abort = new AbortController();
-  let firstSignalAt = 0;
-  const onSignal = (signal: NodeJS.Signals): void => {
-    if (abort.signal.aborted) {
-      // One Ctrl-C can arrive twice (the terminal signals the process group, and tsx relays it again).
-      if (Date.now() - firstSignalAt < DUPLICATE_SIGNAL_MS) return;
+  const offShutdownSignal = onShutdownSignal({
+    graceful: (signal) => {
+      warn(`\n${signal}: stopping after the current chunk (Ctrl-C again to exit at once)`);
+      abort.abort();
+    },
+    forced: (signal) => {
       warn(`${signal} again: exiting now (the next run resumes from the last committed chunk)`);
       process.exit(EXIT_INTERRUPTED);
-    }
-    firstSignalAt = Date.now();
-    warn(`\n${signal}: stopping after the current chunk (Ctrl-C again to exit at once)`);
-    abort.abort();
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+    },
+  });
 
   const pool = createPool(config.databaseUrl, { max: 2 });
   try {
@@ -102,8 +98,7 @@ export async function runBackfill(cmd: BackfillCommand, env: NodeJS.ProcessEnv, 
       { cause: error },
     );
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    offShutdownSignal();
     await pool.end();
   }
 }

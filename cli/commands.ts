@@ -19,6 +19,7 @@ import {
   resolveGapUpdate,
   resolveQuarantineUpdate,
   resumeSignal,
+  statusQuery,
   type ConsumerStatus,
   type ConsumerWorkflowInput,
   type RebindWorkflowInput,
@@ -182,6 +183,17 @@ export async function pauseOrResume(
 ): Promise<void> {
   const workflow = await findConsumer(session, cmd.consumerId);
   requireRunning(cmd.consumerId, workflow);
+  if (cmd.command === 'resume') {
+    // The signal cannot answer, and a consumer that is not paused ignores it: ask first.
+    const status = await withAnswerTimeout(session, 'status query', () => workflow.handle.query(statusQuery));
+    if (status.phase !== 'paused') {
+      throw new CliError(
+        'not_paused',
+        `consumer "${cmd.consumerId}" is not paused (phase ${status.phase}): nothing to resume` +
+          (status.stop?.resolveWith ? `; it waits for: ${status.stop.resolveWith}` : ''),
+      );
+    }
+  }
   await workflow.handle.signal(cmd.command === 'pause' ? pauseSignal : resumeSignal, {
     actor: cmd.actor,
     reason: cmd.reason,

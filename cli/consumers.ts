@@ -11,6 +11,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import type pg from 'pg';
 import type { StreamHeartbeat } from '../activities/types.js';
 import { consumerSummary, type ConsumerSummary } from '../db/index.js';
+import { headAndLagAt } from '../protocol/progress.js';
 import { consumerWorkflowId, statusQuery, type ConsumerStatus } from '../workflows/definitions.js';
 import type { CliConfig } from './config.js';
 import { CliError } from './errors.js';
@@ -190,7 +191,5 @@ export function headAndLag(report: ConsumerReport): {
   const position =
     report.database?.state.position ?? report.heartbeat?.position ?? report.status?.committed?.position ?? null;
   const lastHead = report.heartbeat?.headPosition ?? report.status?.counters.lastHeadPosition ?? null;
-  // The head is learnt at subscribe time; a live consumer is past it, and the head is at least where it is.
-  const head = lastHead !== null && position !== null ? Math.max(lastHead, position) : lastHead;
-  return { position, head, lag: head !== null && position !== null ? Math.max(0, head - position) : null };
+  return { position, ...headAndLagAt(position, lastHead) };
 }

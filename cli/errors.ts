@@ -2,6 +2,7 @@
 export type CliErrorCode =
   | 'unknown_consumer'
   | 'not_running'
+  | 'not_paused'
   | 'already_running'
   | 'decision_rejected'
   | 'no_answer'

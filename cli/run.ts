@@ -1,21 +1,18 @@
-// THE MAIN JOB (`npm start`): local services (embedded or configured Postgres, a Temporal dev server with its
-// Web UI), migrations, the reference stream with live appends (its journal persisted under the data
-// directory, so the next run serves the same history), an in-process worker with the outbox dispatcher, and
-// one consumer, started if it is not running (its first start is an explicit from_floor). Progress every
-// interval until Ctrl-C; then everything stops in order and the next run resumes where this one stopped.
-// WHALEHUNT_URL + WHALEHUNT_API_KEY point it at the real service instead of the reference stream.
-import { randomBytes } from 'node:crypto';
-import { appendFileSync, createWriteStream, existsSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+// THE MAIN JOB (`npm start`): the development stack (worker/dev-stack.ts: local services, migrations, the
+// reference stream with live appends), an in-process worker with the outbox dispatcher, and one consumer,
+// started if it is not running (its first start is an explicit from_floor). Progress every interval until
+// Ctrl-C; then everything stops in order and the next run resumes where this one stopped.
+import { createWriteStream } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type pg from 'pg';
-import { createPool, consumerSummary, migrate, type ConsumerSummary } from '../db/index.js';
-import { Journal } from '../simulator/journal.js';
-import { ReferenceStreamServer } from '../simulator/server.js';
+import { consumerSummary, type ConsumerSummary } from '../db/index.js';
 import { ConfigError, loadConfig, type WorkerConfig } from '../worker/config.js';
-import type { LocalServices, startLocalServices } from '../worker/local-services.js';
+import { startDevStack, stopInReverse, type DevStack, type NamedStop, type StreamSource } from '../worker/dev-stack.js';
 import { JsonLogger } from '../worker/logger.js';
 import { installRuntime, startWorkerRuntime, type WorkerRuntime } from '../worker/main.js';
+import { onShutdownSignal } from '../worker/shutdown-signal.js';
+import { headAndLagAt } from '../protocol/progress.js';
 import { consumerWorkflowId, statusQuery, type ConsumerStatus } from '../workflows/definitions.js';
 import type { CliCommand } from './args.js';
 import { startConsumer, type CommandIo } from './commands.js';
@@ -28,7 +25,6 @@ import {
 } from './consumers.js';
 import { CliError } from './errors.js';
 import { groupDecimal } from './format.js';
-import { DUPLICATE_SIGNAL_MS } from './signals.js';
 
 type RunCommand = Extract<CliCommand, { command: 'run' }>;
 
@@ -36,73 +32,47 @@ export interface RunIo extends CommandIo {
   err(text: string): void;
 }
 
-/** The reference journal's first run: a few hundred transitions of history to replay before going live. */
-const JOURNAL_SEED = 20_260_101;
-const JOURNAL_INITIAL_TRANSITIONS = 400;
 const RATE_WINDOW_MS = 10_000;
 
-/**
- * Loads local-services. Its embedded Postgres library installs SIGINT/SIGTERM handlers that stop Postgres and
- * exit at once, which would cut the worker's drain short; this job stops Postgres itself, last, so those
- * handlers (exactly the ones the import added) are removed again.
- */
-async function importLocalServices(): Promise<{ startLocalServices: typeof startLocalServices }> {
-  const signals = ['SIGINT', 'SIGTERM'] as const;
-  const before = new Map(signals.map((signal) => [signal, new Set(process.listeners(signal))]));
-  const module = await import('../worker/local-services.js');
-  for (const signal of signals) {
-    for (const listener of process.listeners(signal)) {
-      if (!before.get(signal)!.has(listener)) process.off(signal, listener);
-    }
-  }
-  return module;
-}
-
 export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: RunIo): Promise<number> {
-  const { startLocalServices } = await importLocalServices();
   const dataDir = resolve(cmd.dataDir);
   await mkdir(join(dataDir, 'logs'), { recursive: true });
   const logPath = join(dataDir, 'logs', 'whalehunt.log');
   const logFile = createWriteStream(logPath, { flags: 'a' });
 
   /** Undone in reverse order; entries without a name are steps of the shutdown rather than services. */
-  const stops: { name: string | null; stop: () => Promise<void> }[] = [];
+  const stops: NamedStop[] = [];
   const lastSeen: LastSeen = { summary: null };
-  let shuttingDown = false;
-  let firstSignalAt = 0;
-  let wakeShutdown: () => void = () => undefined;
-  const shutdownRequested = new Promise<void>((resolveShutdown) => (wakeShutdown = resolveShutdown));
-  const onSignal = (signal: NodeJS.Signals): void => {
-    if (shuttingDown) {
-      // One Ctrl-C can arrive twice (the terminal signals the process group, and tsx relays it again).
-      if (Date.now() - firstSignalAt < DUPLICATE_SIGNAL_MS) return;
+  const shutdown = new AbortController();
+  const shutdownRequested = new Promise<void>((resolveShutdown) =>
+    shutdown.signal.addEventListener('abort', () => resolveShutdown(), { once: true }),
+  );
+  const offShutdownSignal = onShutdownSignal({
+    graceful: (signal) => {
+      io.err(`\n${signal}: shutting down (a commit in progress finishes; Ctrl-C again to exit at once)`);
+      shutdown.abort();
+    },
+    forced: (signal) => {
       io.err(`${signal} again: exiting without waiting (the next run resumes from the last committed checkpoint)`);
       process.exit(130);
-    }
-    shuttingDown = true;
-    firstSignalAt = Date.now();
-    io.err(`\n${signal}: shutting down (a commit in progress finishes; Ctrl-C again to exit at once)`);
-    wakeShutdown();
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+    },
+  });
 
   try {
     io.out(`whalehunt-consumer: data in ${dataDir}, logs in ${logPath}`);
-    const services = await startLocalServices({ dataDir, env, log: (line) => io.err(`  ${line}`) });
-    stops.push({ name: 'local services', stop: () => services.stop() });
-    if (shuttingDown) return 130;
-
-    const pool = createPool(services.databaseUrl);
-    stops.push({ name: 'database pool', stop: () => pool.end() });
-    await migrate(pool);
+    const stack = await startDevStack({
+      dataDir,
+      env,
+      appendEveryMs: cmd.appendEveryMs,
+      io,
+      signal: shutdown.signal,
+    });
+    if (!stack) return 130;
+    stops.push({ name: null, stop: () => stack.stop() });
     // Said after the worker drained, while the database is (usually) still up: where the next run resumes.
-    stops.push({ name: null, stop: () => reportResumePoint(pool, cmd.consumerId, lastSeen, io) });
+    stops.push({ name: null, stop: () => reportResumePoint(stack.pool, cmd.consumerId, lastSeen, io) });
 
-    const stream = await openStream(env, dataDir, cmd, io);
-    if (stream.server) stops.push({ name: 'reference stream', stop: () => stream.server!.close() });
-
-    const config = workerConfig(env, services, stream);
+    const config = workerConfig(env, stack);
     const log = new JsonLogger({
       level: config.logLevel,
       secrets: [config.stream.apiKey],
@@ -110,46 +80,48 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
       write: (line) => void logFile.write(line),
     });
     installRuntime(log);
-    log.info('main job starting', { consumerId: cmd.consumerId, dataDir, referenceStream: stream.server !== null });
-    if (shuttingDown) return 130;
+    log.info('main job starting', {
+      consumerId: cmd.consumerId,
+      dataDir,
+      referenceStream: stack.stream.server !== null,
+    });
+    if (shutdown.signal.aborted) return 130;
 
     io.out('starting the worker (bundling workflow code takes a few seconds)...');
-    const runtime: WorkerRuntime = await startWorkerRuntime({ config, log, pool });
+    const runtime: WorkerRuntime = await startWorkerRuntime({ config, log, pool: stack.pool });
     stops.push({ name: 'worker', stop: () => runtime.shutdown() });
     // A fatal worker error ends the job like Ctrl-C does, with the reason printed.
     runtime.done.catch((error: unknown) => {
       io.err(`worker stopped: ${error instanceof Error ? error.message : String(error)} (details in ${logPath})`);
-      wakeShutdown();
+      shutdown.abort();
     });
 
     const session = await connectTemporal({
-      temporal: services.temporal,
+      temporal: stack.services.temporal,
       taskQueue: config.taskQueue,
-      databaseUrl: services.databaseUrl,
+      databaseUrl: stack.services.databaseUrl,
     });
     stops.push({ name: 'Temporal client', stop: () => session.close() });
     await ensureConsumer(session, cmd, config, io);
-    printWhereToLook(io, services, cmd, env);
+    printWhereToLook(io, stack, cmd, env);
 
-    await showProgress({ session, pool, cmd, stream, io, until: shutdownRequested, lastSeen });
+    await showProgress({
+      session,
+      pool: stack.pool,
+      cmd,
+      stream: stack.stream,
+      io,
+      until: shutdownRequested,
+      lastSeen,
+    });
     return 0;
   } catch (error) {
     if (error instanceof ConfigError) throw new CliError('config_invalid', error.message);
     throw error;
   } finally {
     // Reverse start order: the worker drains while Temporal, the stream and the database are still up.
-    for (const { name, stop } of stops.reverse()) {
-      try {
-        if (name) io.err(`stopping ${name}`);
-        await stop();
-      } catch (error) {
-        io.err(
-          `${name ? `stopping ${name}` : 'shutdown step'} failed: ${error instanceof Error ? error.message : String(error)}`,
-        );
-      }
-    }
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    await stopInReverse(stops, (text) => io.err(text));
+    offShutdownSignal();
     await new Promise<void>((resolveEnd) => logFile.end(resolveEnd));
     io.err('stopped');
   }
@@ -171,72 +143,8 @@ async function reportResumePoint(pool: pg.Pool, consumerId: string, lastSeen: La
   );
 }
 
-interface StreamSource {
-  url: string;
-  apiKey: string;
-  /** null when WHALEHUNT_URL points at the real service. */
-  server: ReferenceStreamServer | null;
-  journal: Journal | null;
-}
-
-async function openStream(env: NodeJS.ProcessEnv, dataDir: string, cmd: RunCommand, io: RunIo): Promise<StreamSource> {
-  if (env.WHALEHUNT_URL?.trim()) {
-    // The worker's config validates both (and never echoes the key).
-    io.out(`stream: the service at WHALEHUNT_URL`);
-    return { url: env.WHALEHUNT_URL.trim(), apiKey: env.WHALEHUNT_API_KEY ?? '', server: null, journal: null };
-  }
-  const journal = await openJournal(join(dataDir, 'reference-journal.jsonl'), io);
-  // Tokens are signed: a secret that survives restarts keeps yesterday's saved token valid today.
-  const tokenSecret = await persistentSecret(join(dataDir, 'reference-token-secret'));
-  const apiKey = `local-${randomBytes(16).toString('hex')}`;
-  const server = await ReferenceStreamServer.start({
-    journal,
-    apiKeys: [apiKey],
-    tokenSecret,
-    liveAppendRate: 1000 / cmd.appendEveryMs,
-  });
-  io.out(
-    `stream: reference server ${server.url} (history ${journal.historyId}, head ${journal.head}, ${(1000 / cmd.appendEveryMs).toFixed(1)} live transitions/s)`,
-  );
-  return { url: server.url, apiKey, server, journal };
-}
-
-/**
- * Loads the persisted journal, or generates and saves a new one. Every later append is written to the file
- * before the server sees it (this listener is registered first), so whatever was delivered survives a crash.
- */
-async function openJournal(path: string, io: RunIo): Promise<Journal> {
-  let journal: Journal;
-  if (existsSync(path)) {
-    journal = await Journal.load(path);
-    io.out(`stream: resumed the reference journal ${path} (${journal.size} transitions)`);
-  } else {
-    journal = Journal.generate({ seed: JOURNAL_SEED, transitions: JOURNAL_INITIAL_TRANSITIONS });
-    await journal.save(path);
-    io.out(`stream: generated a reference journal of ${journal.size} transitions in ${path}`);
-  }
-  journal.onAppend((transition) =>
-    appendFileSync(path, `${JSON.stringify({ record: 'transition', ...transition })}\n`, 'utf8'),
-  );
-  return journal;
-}
-
-async function persistentSecret(path: string): Promise<string> {
-  if (existsSync(path)) return (await readFile(path, 'utf8')).trim();
-  const secret = randomBytes(32).toString('hex');
-  await writeFile(path, `${secret}\n`, { mode: 0o600 });
-  return secret;
-}
-
-function workerConfig(env: NodeJS.ProcessEnv, services: LocalServices, stream: StreamSource): WorkerConfig {
-  return loadConfig({
-    ...env,
-    DATABASE_URL: services.databaseUrl,
-    TEMPORAL_ADDRESS: services.temporal.address,
-    TEMPORAL_NAMESPACE: services.temporal.namespace,
-    WHALEHUNT_URL: stream.url,
-    WHALEHUNT_API_KEY: stream.apiKey,
-  });
+function workerConfig(env: NodeJS.ProcessEnv, stack: DevStack): WorkerConfig {
+  return loadConfig({ ...env, ...stack.workerEnv });
 }
 
 async function ensureConsumer(
@@ -270,7 +178,7 @@ async function ensureConsumer(
   );
 }
 
-function printWhereToLook(io: RunIo, services: LocalServices, cmd: RunCommand, env: NodeJS.ProcessEnv): void {
+function printWhereToLook(io: RunIo, { services }: DevStack, cmd: RunCommand, env: NodeJS.ProcessEnv): void {
   const workflowId = consumerWorkflowId(cmd.consumerId);
   if (services.temporal.uiUrl) {
     io.out(
@@ -364,13 +272,16 @@ async function progressLine(
   if (summary) lastSeen.summary = summary;
   const now = Date.now();
   const position = summary?.state.position ?? null;
-  const head = stream.journal?.head ?? heartbeat?.headPosition ?? status?.counters.lastHeadPosition ?? null;
+  const { head, lag } = headAndLagAt(
+    position,
+    stream.journal?.head ?? heartbeat?.headPosition ?? status?.counters.lastHeadPosition ?? null,
+  );
   const rate = meter.record(now, heartbeat?.counters.eventsApplied ?? status?.counters.eventsApplied ?? 0);
   const text = [
     new Date(now).toISOString().slice(11, 19),
     (status?.phase ?? workflow.description.status.name.toLowerCase()).padEnd(12),
     `position ${fmt(position)} / head ${fmt(head)}`,
-    `lag ${position !== null && head !== null ? fmt(Math.max(0, head - position)) : '-'}`,
+    `lag ${fmt(lag)}`,
     `${rate === null ? '-' : rate.toFixed(1)} ev/s`,
     `gen ${fmt(summary?.state.generation ?? null)}`,
     `v${fmt(summary?.state.version ?? null)}`,

@@ -11,7 +11,8 @@ import {
   subDecimal,
   type Decimal,
 } from '../protocol/decimal.js';
-import type { CheckpointPlan, QualityNotice, QuarantineReason, StagedEvent } from '../protocol/types.js';
+import { journalOrderProblem } from '../protocol/pages.js';
+import type { CheckpointPlan, QualityNotice, QuarantineReason } from '../protocol/types.js';
 import { InvalidPlan } from './errors.js';
 import type { CommitConflict, HeldQuarantineItem } from './outcomes.js';
 
@@ -310,7 +311,6 @@ export function validatePlanShape(plan: CheckpointPlan): void {
   }
   if (!Number.isSafeInteger(checkpoint.generation) || checkpoint.generation < 1)
     fail(`generation ${checkpoint.generation} is not a positive integer`);
-  let previous: StagedEvent | undefined;
   for (const event of plan.events) {
     if (
       !Number.isSafeInteger(event.position) ||
@@ -322,24 +322,15 @@ export function validatePlanShape(plan: CheckpointPlan): void {
         `event ${event.eventId} has position ${event.position} ordinal ${event.ordinal}: both must be positive integers`,
       );
     }
-    if (
-      previous &&
-      (event.position < previous.position ||
-        (event.position === previous.position && event.ordinal <= previous.ordinal))
-    ) {
-      fail(
-        `events out of journal order: ${event.eventId} at ${event.position}/${event.ordinal} after ` +
-          `${previous.eventId} at ${previous.position}/${previous.ordinal}`,
-      );
-    }
     if (event.position > checkpoint.position)
       fail(`event ${event.eventId} at ${event.position} is beyond the checkpoint position ${checkpoint.position}`);
     if (event.eventId.length === 0 || event.contentHash.length === 0)
       fail(`an event at ${event.position} has an empty eventId or content hash`);
     if (isSupportedKind(event.kind) && event.trade === null)
       fail(`event ${event.eventId}: ${event.kind} data is not a valid trade`);
-    previous = event;
   }
+  const orderProblem = journalOrderProblem(plan.events);
+  if (orderProblem) fail(`events out of journal order: ${orderProblem}`);
   for (const notice of plan.qualityNotices) {
     if (!Number.isSafeInteger(notice.position) || notice.position < 0 || notice.position > checkpoint.position) {
       fail(`quality notice for ${notice.scope} at ${notice.position} is outside 0..${checkpoint.position}`);

@@ -30,7 +30,7 @@ export function stagePageEvents(events: readonly PageEvent[]): StagedEvent[] {
   return events.map((event) => toStagedEvent(event, event.position));
 }
 
-/** The first break of journal order (position, ordinal strictly increasing), or null when the page is ordered. */
+/** The first break of journal order (position, ordinal strictly increasing), or null: for a page and a plan. */
 export function journalOrderProblem(events: readonly StagedEvent[]): string | null {
   for (let i = 1; i < events.length; i++) {
     const before = events[i - 1]!;

@@ -1,6 +1,6 @@
 // Session epochs and frame-sequence checks (PROTOCOL.md sections 1 and 2). Pure: no I/O, no timers.
 // Every WebSocket connection is a new epoch; a callback that captured an older epoch must not change
-// state or ACK, so all such callbacks go through `SessionFence.run`.
+// state or ACK, so each such callback checks `SessionFence.isActive` for its epoch first.
 
 export type ProtocolViolationCode =
   | 'frame_sequence'
@@ -46,15 +46,6 @@ export class SessionFence {
   isActive(epoch: number): boolean {
     return this.#active && epoch === this.#epoch;
   }
-
-  get current(): number {
-    return this.#epoch;
-  }
-
-  /** Runs `callback` only while `epoch` is the active session; a stale callback is dropped and returns undefined. */
-  run<T>(epoch: number, callback: () => T): T | undefined {
-    return this.isActive(epoch) ? callback() : undefined;
-  }
 }
 
 /** frameSequence of one connection: 1 on hello, then +1 for every server frame, control frames included. */
@@ -91,9 +82,5 @@ export class FrameSequence {
       );
     }
     this.#last = frame.frameSequence;
-  }
-
-  get last(): number {
-    return this.#last;
   }
 }

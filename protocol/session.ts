@@ -88,14 +88,6 @@ export class Session {
     return this.#state;
   }
 
-  get connectionId(): string | null {
-    return this.#hello?.connectionId ?? null;
-  }
-
-  get headPosition(): number | null {
-    return this.#hello?.history.head ?? null;
-  }
-
   get caughtUp(): boolean {
     return this.#caughtUp;
   }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `npm start`: dependencies, the Temporal CLI, then the main job (cli/main.ts run), which starts the local
-# services it needs (worker/local-services.ts) unless DATABASE_URL / TEMPORAL_ADDRESS point elsewhere.
+# services it needs (worker/dev-stack.ts) unless DATABASE_URL / TEMPORAL_ADDRESS point elsewhere.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/ensure-deps.sh

@@ -10,12 +10,11 @@ import { createPool, migrate } from '../db/index.js';
 import { ConfigError, loadConfig, redact, type WorkerConfig } from './config.js';
 import { isEntryPoint } from './entry-point.js';
 import { JsonLogger } from './logger.js';
+import { onShutdownSignal } from './shutdown-signal.js';
 import { createWorker, type ConsumerWorker, type CreateWorkerOptions } from './worker.js';
 
 export const EXIT_CONFIG = 2;
 export const EXIT_FAILURE = 1;
-/** A second signal this soon after the first is the same Ctrl-C delivered twice, not a request to force. */
-const DUPLICATE_SIGNAL_MS = 1_000;
 
 /** TEST-ONLY knob: `<afterStage|afterCommit|afterAck>:<position>` kills this process with SIGKILL there. */
 export const CRASH_AT_VARIABLE = 'WHALEHUNT_TEST_CRASH_AT';
@@ -163,29 +162,26 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number
 
   const pool = createPool(config.databaseUrl);
   let runtime: WorkerRuntime | null = null;
-  let firstSignalAt: number | null = null;
-  const onSignal = (signal: NodeJS.Signals): void => {
-    if (firstSignalAt !== null) {
-      // One Ctrl-C can arrive twice (the terminal signals the process group, and tsx relays it again).
-      if (Date.now() - firstSignalAt < DUPLICATE_SIGNAL_MS) return;
+  // Kept until the process exits: a duplicate Ctrl-C arriving while the pool closes is still ignored.
+  onShutdownSignal({
+    graceful: (signal) => {
+      if (runtime) {
+        log.info('signal received', { signal });
+        // A failed drain also rejects runtime.done, where main reports it.
+        runtime.shutdown().catch(() => undefined);
+      } else {
+        // Nothing runs yet (still migrating or connecting): nothing to drain.
+        log.info('signal received before the worker started; exiting', { signal });
+        process.exit(130);
+      }
+    },
+    forced: (signal) => {
       log.warn('second signal: exiting without draining; the next run resumes from the last committed checkpoint', {
         signal,
       });
       process.exit(130);
-    }
-    firstSignalAt = Date.now();
-    if (runtime) {
-      log.info('signal received', { signal });
-      // A failed drain also rejects runtime.done, where main reports it.
-      runtime.shutdown().catch(() => undefined);
-    } else {
-      // Nothing runs yet (still migrating or connecting): nothing to drain.
-      log.info('signal received before the worker started; exiting', { signal });
-      process.exit(130);
-    }
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+    },
+  });
 
   try {
     await migrate(pool);

@@ -5,6 +5,7 @@ import type { CommittedView } from '../activities/index.js';
 import type { ConsumeOutcome, CheckpointSummary, StartDirective, StreamCounters } from '../activities/types.js';
 import { emptyCounters } from '../activities/types.js';
 import type { StreamFilter } from '../protocol/codec.js';
+import { headAndLagAt } from '../protocol/progress.js';
 import { resolveBindingCommand, resolveGapCommand, resolveQuarantineCommand, resumeCommand } from './commands.js';
 import type {
   ConsumerCarriedState,
@@ -159,10 +160,7 @@ export class ConsumerState {
   /** Markdown for the Temporal UI's Current Details: where the consumer is and, when stopped, what to run. */
   details(nowMs: number): string {
     const position = this.committed?.position ?? null;
-    // The head is last seen at a session's hello; a live stream commits past it, so never show it behind.
-    const seenHead = this.counters.lastHeadPosition;
-    const head = seenHead !== null && position !== null ? Math.max(seenHead, position) : seenHead;
-    const lag = position !== null && head !== null ? head - position : null;
+    const { head, lag } = headAndLagAt(position, this.counters.lastHeadPosition);
     const lastCommitMs = this.counters.lastCommitAt === null ? NaN : Date.parse(this.counters.lastCommitAt);
     const tokenAge = Number.isNaN(lastCommitMs)
       ? 'no commit yet'

@@ -19,7 +19,15 @@ import {
 } from '../../db/index.js';
 import { InvalidPlan } from '../../domain/errors.js';
 import { createTestDatabase, useTestDatabase } from '../support/db.js';
-import { committed, correction, makePlan, stagedEvent, trade, tradeData, type PlanOptions } from './fixtures.js';
+import {
+  committed,
+  correction,
+  makePlan,
+  stagedEvent,
+  trade,
+  tradeData,
+  type PlanOptions,
+} from '../../bench/fixtures.js';
 import { dumpState } from './state-dump.js';
 
 const db = useTestDatabase();

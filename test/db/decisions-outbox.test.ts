@@ -15,7 +15,7 @@ import {
 } from '../../db/index.js';
 import { InvalidPlan } from '../../domain/errors.js';
 import { useTestDatabase } from '../support/db.js';
-import { committed, makePlan, trade } from './fixtures.js';
+import { committed, makePlan, trade } from '../../bench/fixtures.js';
 
 const db = useTestDatabase();
 

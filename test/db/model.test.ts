@@ -16,7 +16,7 @@ import {
 } from '../../protocol/decimal.js';
 import type { StagedEvent, StartMode } from '../../protocol/types.js';
 import { useTestDatabase } from '../support/db.js';
-import { committed, correction, makePlan, trade } from './fixtures.js';
+import { committed, correction, makePlan, trade } from '../../bench/fixtures.js';
 import { appliedEvents } from './reference-fold.js';
 import { dumpState, type ExecutionRow } from './state-dump.js';
 

@@ -53,6 +53,13 @@ describe('whalehunt-consumer CLI against the real stack', () => {
       expect(again.code).toBe(1);
       expect(again.stderr).toContain(`error (already_running): consumer "${consumerId}" is already running`);
 
+      // Nothing to resume while it streams: refused with a non-zero exit, and no signal reaches the workflow.
+      const notPaused = await run('resume', '--consumer', consumerId, '--actor', 'ops', '--reason', 'too early');
+      expect(notPaused.code).toBe(1);
+      expect(notPaused.stderr).toContain(
+        `error (not_paused): consumer "${consumerId}" is not paused (phase streaming): nothing to resume`,
+      );
+
       const text = await run('status', '--consumer', consumerId);
       expect(text, text.stderr).toMatchObject({ code: 0 });
       expect(text.stdout).toMatch(/phase\s+streaming/);

@@ -66,6 +66,26 @@ describe('parseCommand', () => {
     );
   });
 
+  it('a negative or otherwise bad number is a usage error naming the option, never an "ambiguous" argument', () => {
+    const start = ['start', '--consumer', 'c1', '--start', 'live_cut', '--kinds', 'trade'];
+    expect(usageError([...start, '--lease-ms', '-5'])).toMatchObject({
+      message: 'start: --lease-ms must be at least 1000',
+      command: 'start',
+    });
+    expect(usageError([...start, '--lease-ms=-5']).message).toBe('start: --lease-ms must be at least 1000');
+    for (const bad of ['abc', '1.5', '', '0x10', '1e4', 'Infinity', '-']) {
+      expect(usageError([...start, '--lease-ms', bad]).message).toBe('start: --lease-ms must be an integer');
+    }
+    expect(usageError([...start, '--lease-ms', '99999999999999999999']).message).toBe('start: --lease-ms is too large');
+    expect(usageError(['run', '--interval-ms', '-1']).message).toBe('run: --interval-ms must be at least 100');
+    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--max-pages', '-3']).message).toBe(
+      'backfill: --max-pages must be at least 1',
+    );
+    // A dash-led value of a text option is taken as the value too; a missing value is still refused.
+    expect(usageError([...start, '--min-notional', '-5']).message).toMatch(/^start: invalid filter at minNotional/);
+    expect(usageError(['start', '--consumer', '--start', 'live_cut']).message).toMatch(/--consumer/);
+  });
+
   it('rejects a filter given both ways, bad JSON and fields the wire filter does not know', () => {
     expect(
       usageError(['start', '--consumer', 'c', '--start', 'live_cut', '--filter', '{}', '--kinds', 'trade']).message,

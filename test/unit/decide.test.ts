@@ -16,7 +16,7 @@ import {
 import { InvalidPlan } from '../../domain/errors.js';
 import { addDecimal, formatDecimal, parseDecimal, subDecimal, type Decimal } from '../../protocol/decimal.js';
 import type { CheckpointPlan, StagedEvent } from '../../protocol/types.js';
-import { correction, makePlan, stagedEvent, trade } from '../db/fixtures.js';
+import { correction, makePlan, stagedEvent, trade } from '../../bench/fixtures.js';
 
 const FENCE = { leaseEpoch: 1, version: 1 };
 const empty = (): ExistingRows => ({ receipts: new Map(), quarantine: new Map(), executions: new Map() });

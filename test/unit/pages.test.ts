@@ -13,7 +13,7 @@ import {
   stagePageEvents,
 } from '../../protocol/pages.js';
 import type { StagedEvent } from '../../protocol/types.js';
-import { trade } from '../db/fixtures.js';
+import { trade } from '../../bench/fixtures.js';
 
 const at = (position: number, ordinal = 1): StagedEvent => trade(position, `x-${position}-${ordinal}`, {}, { ordinal });
 

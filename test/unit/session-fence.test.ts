@@ -10,7 +10,9 @@ describe('FrameSequence', () => {
   it('accepts 1 on hello and +1 for every frame, control frames included', () => {
     const seq = new FrameSequence();
     ['hello', 'authenticated', 'subscribed', 'caught_up', 'error'].forEach((type, i) => seq.accept(frame(type, i + 1)));
-    expect(seq.last).toBe(5);
+    // All five counted: the next frame must carry 6.
+    expect(() => seq.accept(frame('batch', 5))).toThrow(/repeat: expected 6, got 5/);
+    expect(() => seq.accept(frame('batch', 6))).not.toThrow();
   });
 
   it.each([
@@ -61,7 +63,7 @@ describe('SessionFence', () => {
       fc.property(fc.array(op, { maxLength: 30 }), (ops) => {
         const fence = new SessionFence();
         const state = { position: 0 as number, acks: 0 };
-        const connections: { epoch: number; commit: () => SessionAction[] }[] = [];
+        const connections: { epoch: number; closed: boolean; commit: () => SessionAction[] }[] = [];
         for (const step of ops) {
           if (step.op === 'connect') {
             const epoch = fence.begin();
@@ -70,6 +72,7 @@ describe('SessionFence', () => {
             const plan = frames.flatMap((f) => session.receive(f)).find((a) => a.type === 'commit')!.plan;
             connections.push({
               epoch,
+              closed: false,
               commit: () => {
                 state.position = plan.checkpoint.position + connections.length;
                 return session.committed(plan, { version: 1 });
@@ -77,13 +80,18 @@ describe('SessionFence', () => {
             });
           } else if (step.op === 'close') {
             const last = connections.at(-1);
-            if (last) fence.retire(last.epoch);
+            if (last) {
+              fence.retire(last.epoch);
+              last.closed = true;
+            }
           } else {
             const target = connections.at(-1 - step.age);
             if (!target) continue;
             const before = { ...state };
-            const acks = fence.run(target.epoch, target.commit);
-            const active = target === connections.at(-1) && fence.isActive(target.epoch);
+            // The activity's guard: a callback runs only while its epoch is the active one.
+            const acks = fence.isActive(target.epoch) ? target.commit() : undefined;
+            // Active means the newest connection, not closed since.
+            const active = target === connections.at(-1) && !target.closed;
             if (active) {
               expect(acks?.filter((a) => a.type === 'send' && a.frame.type === 'ack')).toHaveLength(1);
               state.acks += 1;

@@ -1,7 +1,8 @@
-// Builders of checkpoint plans and staged events for the commit tests (pure: also used by test/unit/decide*).
-import { isSupportedKind, parseTradeData, WireError, type TradeData } from '../../protocol/codec.js';
-import type { CheckpointOutcome, CommitResult } from '../../db/commit.js';
-import { eventContentHash, filterHash } from '../../protocol/canonical.js';
+// Builders of checkpoint plans and staged events (pure): the commit bench's workload and the fixtures of the
+// commit and decide tests. Outside test/ so the bench does not depend on the test tree.
+import { isSupportedKind, parseTradeData, WireError, type TradeData } from '../protocol/codec.js';
+import type { CheckpointOutcome, CommitResult } from '../db/commit.js';
+import { eventContentHash, filterHash } from '../protocol/canonical.js';
 import type {
   Binding,
   CheckpointPlan,
@@ -9,7 +10,7 @@ import type {
   QuarantineReason,
   StagedEvent,
   StartMode,
-} from '../../protocol/types.js';
+} from '../protocol/types.js';
 
 export const STREAM = 'polymarket';
 export const HISTORY_ID = 'hist-1';

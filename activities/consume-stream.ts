@@ -18,7 +18,8 @@ import { SessionFence } from '../protocol/session-fence.js';
 import { StagingBoundExceeded, type StagingLimits } from '../protocol/staging.js';
 import type { ActionRules, CheckpointPlan, CommittedState, QuarantinePolicy } from '../protocol/types.js';
 import type { CommitResult } from '../db/commit.js';
-import { ConflictingEvent, Fenced, HeldQuarantine, InvalidPlan } from '../db/errors.js';
+import { ConflictingEvent, Fenced, HeldQuarantine, InvalidPlan, StorageFailure } from '../db/errors.js';
+import { withinBound } from './commit-bound.js';
 import type {
   CheckpointSummary,
   ConsumeOutcome,
@@ -44,19 +45,26 @@ export interface ConsumeStreamConfig {
   heartbeatEveryMs: number;
   connectTimeoutMs: number;
   reconnect: Backoff;
+  /**
+   * A commit still unfinished after this long fails the run (retried from the committed checkpoint) rather than
+   * heartbeating a frozen position; its result, should it come, is never ACKed. Unbounded when omitted.
+   */
+  commitBoundMs?: number;
 }
 
 export interface ConsumeStreamDeps {
   /** db functions bound to a pool */
   store: {
-    acquireLease(consumerId: string): Promise<CommittedState>;
+    /** With `existingOnly`, a consumer without a row gets none (null): nothing is written. */
+    acquireLease(consumerId: string, options: { existingOnly: boolean }): Promise<CommittedState | null>;
     commitCheckpoint(plan: CheckpointPlan): Promise<CommitResult>;
   };
   config: ConsumeStreamConfig;
   log: ConsumeStreamLog;
-  /** Test cut points (kill -9 between stage, commit and ACK). */
+  /** Test cut points (kill -9 between stage, commit and ACK; a freeze inside the commit, given to the store). */
   hooks?: {
     afterStage?(position: number): void | Promise<void>;
+    insideCommit?(position: number): void | Promise<void>;
     afterCommit?(position: number): void | Promise<void>;
     afterAck?(position: number): void | Promise<void>;
   };
@@ -74,11 +82,14 @@ export class DatabaseBehind extends Error {
   readonly retryable = false;
   constructor(
     readonly consumerId: string,
-    readonly databaseVersion: number,
+    /** null: the database has no checkpoint row for the consumer at all. */
+    readonly databaseVersion: number | null,
     readonly expectedVersion: number,
   ) {
     super(
-      `database for consumer ${consumerId} is behind the workflow: version ${databaseVersion} < expected ${expectedVersion} (restored backup or bug)`,
+      databaseVersion === null
+        ? `database has no checkpoint for consumer ${consumerId}, the workflow expects version ${expectedVersion} (another database, a restored backup or a bug); nothing was written`
+        : `database for consumer ${consumerId} is behind the workflow: version ${databaseVersion} < expected ${expectedVersion} (restored backup or bug)`,
     );
   }
 }
@@ -140,9 +151,13 @@ export async function consumeStream(
   input: ConsumeStreamInput,
   ctx: ConsumeStreamContext,
 ): Promise<ConsumeOutcome> {
-  const state = await deps.store.acquireLease(input.consumerId);
-  if (input.expected && state.version < input.expected.version) {
-    throw new DatabaseBehind(input.consumerId, state.version, input.expected.version);
+  const { expected } = input;
+  // The workflow holds a committed copy: a database without this consumer is behind (restored, or another
+  // database), and nothing may be written for it.
+  const existingOnly = expected !== null && (expected.version > 0 || expected.token !== null);
+  const state = await deps.store.acquireLease(input.consumerId, { existingOnly });
+  if (state === null || (expected !== null && state.version < expected.version)) {
+    throw new DatabaseBehind(input.consumerId, state?.version ?? null, expected?.version ?? 0);
   }
   return new StreamRun(deps, input, ctx, state).run();
 }
@@ -372,7 +387,14 @@ class StreamRun {
       const commit = async (plan: CheckpointPlan): Promise<void> => {
         let committed: CommitResult;
         try {
-          committed = await deps.store.commitCheckpoint(plan);
+          committed = await withinBound(deps.store.commitCheckpoint(plan), config.commitBoundMs, () => {
+            log.error('commit stalled past its bound; failing the run without ACK', {
+              position: plan.checkpoint.position,
+              boundMs: config.commitBoundMs,
+            });
+            const stalled = new Error(`no answer within ${config.commitBoundMs} ms`);
+            return new StorageFailure('commitCheckpoint', this.input.consumerId, undefined, true, { cause: stalled });
+          });
         } catch (error) {
           return this.#commitFailed(error, plan, end);
         }

@@ -40,7 +40,12 @@ type Outcome = { kind: 'committed'; result: CommitResult } | { kind: 'held'; hel
  * ConflictingEvent (same eventId, different content), HeldQuarantine (events the reducer cannot apply were
  * recorded as held; the checkpoint did not move), InvalidPlan (nothing written), StorageFailure.
  */
-export async function commitCheckpoint(pool: pg.Pool, plan: CheckpointPlan): Promise<CommitResult> {
+export async function commitCheckpoint(
+  pool: pg.Pool,
+  plan: CheckpointPlan,
+  /** Test cut point: runs with the checkpoint row locked and the fence checked, before anything is written. */
+  whileLocked?: () => void | Promise<void>,
+): Promise<CommitResult> {
   const parsed = validatePlanShape(plan);
   const outcome = await inTransaction(pool, 'commitCheckpoint', plan.consumerId, async (client): Promise<Outcome> => {
     const saved = await lockCheckpoint(client, plan.consumerId);
@@ -52,6 +57,7 @@ export async function commitCheckpoint(pool: pg.Pool, plan: CheckpointPlan): Pro
       );
     }
     validatePlanAgainstSaved(plan, saved);
+    await whileLocked?.();
 
     const existing = await readExisting(client, plan.consumerId, plan.events);
     const decision = decideCommit(plan, existing, parsed);

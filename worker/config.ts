@@ -4,11 +4,14 @@ import { z } from 'zod';
 import { DEFAULT_MAX_FRAME_BYTES } from '../protocol/codec.js';
 import { QUARANTINE_REASONS, type QuarantineReason } from '../protocol/types.js';
 import type { ConsumeStreamConfig } from '../activities/consume-stream.js';
-import { DEFAULT_LEASE_MS, TASK_QUEUE } from '../workflows/definitions.js';
+import { commitBoundMs, DEFAULT_SESSION_BOUNDS, type SessionBounds } from '../db/session-settings.js';
+import { DEFAULT_HEARTBEAT_TIMEOUT_MS, DEFAULT_LEASE_MS, TASK_QUEUE } from '../workflows/definitions.js';
 import { LOG_LEVELS, type LogLevel } from './logger.js';
 
 export interface WorkerConfig {
   databaseUrl: string;
+  /** Bounds on every lock wait, statement and open transaction of the worker's connections. */
+  databaseBounds: SessionBounds;
   temporal: { address: string; namespace: string };
   taskQueue: string;
   /** Everything the streaming activity needs, the API key included (it never leaves the worker process). */
@@ -45,63 +48,100 @@ const optionalText = z
   .trim()
   .transform((s) => (s === '' ? undefined : s))
   .optional();
+/** A database bound: below the heartbeat timeout, so a stuck holder or waiter never outlives an attempt. */
+const databaseBound = (fallback: number) =>
+  positiveInt(fallback).pipe(
+    z
+      .number()
+      .max(
+        DEFAULT_HEARTBEAT_TIMEOUT_MS - 1,
+        `must be below the heartbeat timeout (${DEFAULT_HEARTBEAT_TIMEOUT_MS} ms by default)`,
+      ),
+  );
 const url = (protocols: RegExp, what: string) =>
   z
     .string()
     .trim()
     .refine((s) => protocols.test(s) && URL.canParse(s), `must be a ${what} URL`);
 
-const envSchema = z.object({
-  DATABASE_URL: required('a postgres:// connection URL').pipe(url(/^postgres(ql)?:\/\//, 'postgres://')),
-  TEMPORAL_ADDRESS: z.string().trim().min(1).default('127.0.0.1:7233'),
-  TEMPORAL_NAMESPACE: z.string().trim().min(1).default('default'),
-  TASK_QUEUE: z.string().trim().min(1).default(TASK_QUEUE),
-  WHALEHUNT_URL: required('the stream WebSocket URL').pipe(url(/^wss?:\/\//, 'ws:// or wss://')),
-  WHALEHUNT_API_KEY: required('the stream API key'),
-  MAX_FRAME_BYTES: positiveInt(DEFAULT_MAX_FRAME_BYTES),
-  STAGING_MAX_EVENTS: positiveInt(10_000),
-  STAGING_MAX_BYTES: positiveInt(16 * 1024 * 1024),
-  STAGING_MAX_AGE_MS: positiveInt(60_000),
-  LEASE_MS: positiveInt(DEFAULT_LEASE_MS),
-  HEARTBEAT_MS: positiveInt(2_000),
-  CONNECT_TIMEOUT_MS: positiveInt(10_000),
-  RECONNECT_MAX_ATTEMPTS: positiveInt(5),
-  RECONNECT_INITIAL_MS: positiveInt(500),
-  RECONNECT_MAX_MS: positiveInt(15_000),
-  QUARANTINE_TERMINAL_REASONS: z
-    .string()
-    .default('')
-    .transform((list) =>
-      list
-        .split(',')
-        .map((s) => s.trim())
-        .filter((s) => s !== ''),
-    )
-    .pipe(
-      z.array(
-        z.enum(QUARANTINE_REASONS as [QuarantineReason, ...QuarantineReason[]], {
-          error: `each must be one of ${QUARANTINE_REASONS.join(', ')}`,
-        }),
-      ),
-    ),
-  WHALE_ALERT_MIN_NOTIONAL: optionalText.pipe(
-    z
+const envSchema = z
+  .object({
+    DATABASE_URL: required('a postgres:// connection URL').pipe(url(/^postgres(ql)?:\/\//, 'postgres://')),
+    DB_LOCK_TIMEOUT_MS: databaseBound(DEFAULT_SESSION_BOUNDS.lockTimeoutMs),
+    DB_STATEMENT_TIMEOUT_MS: databaseBound(DEFAULT_SESSION_BOUNDS.statementTimeoutMs),
+    DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: databaseBound(DEFAULT_SESSION_BOUNDS.idleInTransactionTimeoutMs),
+    TEMPORAL_ADDRESS: z.string().trim().min(1).default('127.0.0.1:7233'),
+    TEMPORAL_NAMESPACE: z.string().trim().min(1).default('default'),
+    TASK_QUEUE: z.string().trim().min(1).default(TASK_QUEUE),
+    WHALEHUNT_URL: required('the stream WebSocket URL').pipe(url(/^wss?:\/\//, 'ws:// or wss://')),
+    WHALEHUNT_API_KEY: required('the stream API key'),
+    MAX_FRAME_BYTES: positiveInt(DEFAULT_MAX_FRAME_BYTES),
+    STAGING_MAX_EVENTS: positiveInt(10_000),
+    STAGING_MAX_BYTES: positiveInt(16 * 1024 * 1024),
+    STAGING_MAX_AGE_MS: positiveInt(60_000),
+    LEASE_MS: positiveInt(DEFAULT_LEASE_MS),
+    HEARTBEAT_MS: positiveInt(2_000),
+    CONNECT_TIMEOUT_MS: positiveInt(10_000),
+    RECONNECT_MAX_ATTEMPTS: positiveInt(5),
+    RECONNECT_INITIAL_MS: positiveInt(500),
+    RECONNECT_MAX_MS: positiveInt(15_000),
+    QUARANTINE_TERMINAL_REASONS: z
       .string()
-      .regex(/^\d+(\.\d+)?$/, 'must be a decimal string such as "50000"')
-      .optional(),
-  ),
-  WHALE_ALERT_WEBHOOK_URL: optionalText.pipe(url(/^https?:\/\//, 'http(s)://').optional()),
-  PAGE_STREAM: z.string().trim().min(1, 'must not be empty').default('polymarket'),
-  // The source may answer up to its own maximum; 10,000 keeps one page's events a bounded allocation.
-  PAGE_LIMIT: positiveInt(500).pipe(z.number().max(10_000, 'must be at most 10000 (events per page)')),
-  PAGE_CHUNK_SIZE: positiveInt(100).pipe(z.number().max(10_000, 'must be at most 10000 (events per transaction)')),
-  LOG_LEVEL: z
-    .string()
-    .trim()
-    .default('INFO')
-    .transform((s) => s.toUpperCase())
-    .pipe(z.enum(LOG_LEVELS as [LogLevel, ...LogLevel[]], { error: `must be one of ${LOG_LEVELS.join(', ')}` })),
-});
+      .default('')
+      .transform((list) =>
+        list
+          .split(',')
+          .map((s) => s.trim())
+          .filter((s) => s !== ''),
+      )
+      .pipe(
+        z.array(
+          z.enum(QUARANTINE_REASONS as [QuarantineReason, ...QuarantineReason[]], {
+            error: `each must be one of ${QUARANTINE_REASONS.join(', ')}`,
+          }),
+        ),
+      ),
+    WHALE_ALERT_MIN_NOTIONAL: optionalText.pipe(
+      z
+        .string()
+        .regex(/^\d+(\.\d+)?$/, 'must be a decimal string such as "50000"')
+        .optional(),
+    ),
+    WHALE_ALERT_WEBHOOK_URL: optionalText.pipe(url(/^https?:\/\//, 'http(s)://').optional()),
+    PAGE_STREAM: z.string().trim().min(1, 'must not be empty').default('polymarket'),
+    // The source may answer up to its own maximum; 10,000 keeps one page's events a bounded allocation.
+    PAGE_LIMIT: positiveInt(500).pipe(z.number().max(10_000, 'must be at most 10000 (events per page)')),
+    PAGE_CHUNK_SIZE: positiveInt(100).pipe(z.number().max(10_000, 'must be at most 10000 (events per transaction)')),
+    LOG_LEVEL: z
+      .string()
+      .trim()
+      .default('INFO')
+      .transform((s) => s.toUpperCase())
+      .pipe(z.enum(LOG_LEVELS as [LogLevel, ...LogLevel[]], { error: `must be one of ${LOG_LEVELS.join(', ')}` })),
+  })
+  .superRefine((env, ctx) => {
+    // A commit waits for the checkpoint lock, then runs its statements: the whole must fit in a heartbeat timeout.
+    const bound = commitBoundMs(boundsOf(env));
+    if (bound >= DEFAULT_HEARTBEAT_TIMEOUT_MS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['DB_STATEMENT_TIMEOUT_MS'],
+        message: `plus DB_LOCK_TIMEOUT_MS (${bound} ms, a commit's bound) must be below the heartbeat timeout (${DEFAULT_HEARTBEAT_TIMEOUT_MS} ms by default)`,
+      });
+    }
+  });
+
+function boundsOf(env: {
+  DB_LOCK_TIMEOUT_MS: number;
+  DB_STATEMENT_TIMEOUT_MS: number;
+  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: number;
+}): SessionBounds {
+  return {
+    lockTimeoutMs: env.DB_LOCK_TIMEOUT_MS,
+    statementTimeoutMs: env.DB_STATEMENT_TIMEOUT_MS,
+    idleInTransactionTimeoutMs: env.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+  };
+}
 
 /** Parses the environment once; throws ConfigError listing every invalid variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
@@ -115,8 +155,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
     );
   }
   const e = parsed.data;
+  const databaseBounds = boundsOf(e);
   return {
     databaseUrl: e.DATABASE_URL,
+    databaseBounds,
     temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE },
     taskQueue: e.TASK_QUEUE,
     stream: {
@@ -128,6 +170,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
       actions: { whaleAlertMinNotional: e.WHALE_ALERT_MIN_NOTIONAL ?? null },
       heartbeatEveryMs: e.HEARTBEAT_MS,
       connectTimeoutMs: e.CONNECT_TIMEOUT_MS,
+      commitBoundMs: commitBoundMs(databaseBounds),
       reconnect: {
         maxAttempts: e.RECONNECT_MAX_ATTEMPTS,
         initialMs: e.RECONNECT_INITIAL_MS,

@@ -64,72 +64,60 @@ const url = (protocols: RegExp, what: string) =>
     .trim()
     .refine((s) => protocols.test(s) && URL.canParse(s), `must be a ${what} URL`);
 
-const envSchema = z
-  .object({
-    DATABASE_URL: required('a postgres:// connection URL').pipe(url(/^postgres(ql)?:\/\//, 'postgres://')),
-    DB_LOCK_TIMEOUT_MS: databaseBound(DEFAULT_SESSION_BOUNDS.lockTimeoutMs),
-    DB_STATEMENT_TIMEOUT_MS: databaseBound(DEFAULT_SESSION_BOUNDS.statementTimeoutMs),
-    DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: databaseBound(DEFAULT_SESSION_BOUNDS.idleInTransactionTimeoutMs),
-    TEMPORAL_ADDRESS: z.string().trim().min(1).default('127.0.0.1:7233'),
-    TEMPORAL_NAMESPACE: z.string().trim().min(1).default('default'),
-    TASK_QUEUE: z.string().trim().min(1).default(TASK_QUEUE),
-    WHALEHUNT_URL: required('the stream WebSocket URL').pipe(url(/^wss?:\/\//, 'ws:// or wss://')),
-    WHALEHUNT_API_KEY: required('the stream API key'),
-    MAX_FRAME_BYTES: positiveInt(DEFAULT_MAX_FRAME_BYTES),
-    STAGING_MAX_EVENTS: positiveInt(10_000),
-    STAGING_MAX_BYTES: positiveInt(16 * 1024 * 1024),
-    STAGING_MAX_AGE_MS: positiveInt(60_000),
-    LEASE_MS: positiveInt(DEFAULT_LEASE_MS),
-    HEARTBEAT_MS: positiveInt(2_000),
-    CONNECT_TIMEOUT_MS: positiveInt(10_000),
-    RECONNECT_MAX_ATTEMPTS: positiveInt(5),
-    RECONNECT_INITIAL_MS: positiveInt(500),
-    RECONNECT_MAX_MS: positiveInt(15_000),
-    QUARANTINE_TERMINAL_REASONS: z
-      .string()
-      .default('')
-      .transform((list) =>
-        list
-          .split(',')
-          .map((s) => s.trim())
-          .filter((s) => s !== ''),
-      )
-      .pipe(
-        z.array(
-          z.enum(QUARANTINE_REASONS as [QuarantineReason, ...QuarantineReason[]], {
-            error: `each must be one of ${QUARANTINE_REASONS.join(', ')}`,
-          }),
-        ),
+const envSchema = z.object({
+  DATABASE_URL: required('a postgres:// connection URL').pipe(url(/^postgres(ql)?:\/\//, 'postgres://')),
+  DB_LOCK_TIMEOUT_MS: databaseBound(DEFAULT_SESSION_BOUNDS.lockTimeoutMs),
+  DB_STATEMENT_TIMEOUT_MS: databaseBound(DEFAULT_SESSION_BOUNDS.statementTimeoutMs),
+  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: databaseBound(DEFAULT_SESSION_BOUNDS.idleInTransactionTimeoutMs),
+  TEMPORAL_ADDRESS: z.string().trim().min(1).default('127.0.0.1:7233'),
+  TEMPORAL_NAMESPACE: z.string().trim().min(1).default('default'),
+  TASK_QUEUE: z.string().trim().min(1).default(TASK_QUEUE),
+  WHALEHUNT_URL: required('the stream WebSocket URL').pipe(url(/^wss?:\/\//, 'ws:// or wss://')),
+  WHALEHUNT_API_KEY: required('the stream API key'),
+  MAX_FRAME_BYTES: positiveInt(DEFAULT_MAX_FRAME_BYTES),
+  STAGING_MAX_EVENTS: positiveInt(10_000),
+  STAGING_MAX_BYTES: positiveInt(16 * 1024 * 1024),
+  STAGING_MAX_AGE_MS: positiveInt(60_000),
+  LEASE_MS: positiveInt(DEFAULT_LEASE_MS),
+  HEARTBEAT_MS: positiveInt(2_000),
+  CONNECT_TIMEOUT_MS: positiveInt(10_000),
+  RECONNECT_MAX_ATTEMPTS: positiveInt(5),
+  RECONNECT_INITIAL_MS: positiveInt(500),
+  RECONNECT_MAX_MS: positiveInt(15_000),
+  QUARANTINE_TERMINAL_REASONS: z
+    .string()
+    .default('')
+    .transform((list) =>
+      list
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s !== ''),
+    )
+    .pipe(
+      z.array(
+        z.enum(QUARANTINE_REASONS as [QuarantineReason, ...QuarantineReason[]], {
+          error: `each must be one of ${QUARANTINE_REASONS.join(', ')}`,
+        }),
       ),
-    WHALE_ALERT_MIN_NOTIONAL: optionalText.pipe(
-      z
-        .string()
-        .regex(/^\d+(\.\d+)?$/, 'must be a decimal string such as "50000"')
-        .optional(),
     ),
-    WHALE_ALERT_WEBHOOK_URL: optionalText.pipe(url(/^https?:\/\//, 'http(s)://').optional()),
-    PAGE_STREAM: z.string().trim().min(1, 'must not be empty').default('polymarket'),
-    // The source may answer up to its own maximum; 10,000 keeps one page's events a bounded allocation.
-    PAGE_LIMIT: positiveInt(500).pipe(z.number().max(10_000, 'must be at most 10000 (events per page)')),
-    PAGE_CHUNK_SIZE: positiveInt(100).pipe(z.number().max(10_000, 'must be at most 10000 (events per transaction)')),
-    LOG_LEVEL: z
+  WHALE_ALERT_MIN_NOTIONAL: optionalText.pipe(
+    z
       .string()
-      .trim()
-      .default('INFO')
-      .transform((s) => s.toUpperCase())
-      .pipe(z.enum(LOG_LEVELS as [LogLevel, ...LogLevel[]], { error: `must be one of ${LOG_LEVELS.join(', ')}` })),
-  })
-  .superRefine((env, ctx) => {
-    // A commit waits for the checkpoint lock, then runs its statements: the whole must fit in a heartbeat timeout.
-    const bound = commitBoundMs(boundsOf(env));
-    if (bound >= DEFAULT_HEARTBEAT_TIMEOUT_MS) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['DB_STATEMENT_TIMEOUT_MS'],
-        message: `plus DB_LOCK_TIMEOUT_MS (${bound} ms, a commit's bound) must be below the heartbeat timeout (${DEFAULT_HEARTBEAT_TIMEOUT_MS} ms by default)`,
-      });
-    }
-  });
+      .regex(/^\d+(\.\d+)?$/, 'must be a decimal string such as "50000"')
+      .optional(),
+  ),
+  WHALE_ALERT_WEBHOOK_URL: optionalText.pipe(url(/^https?:\/\//, 'http(s)://').optional()),
+  PAGE_STREAM: z.string().trim().min(1, 'must not be empty').default('polymarket'),
+  // The source may answer up to its own maximum; 10,000 keeps one page's events a bounded allocation.
+  PAGE_LIMIT: positiveInt(500).pipe(z.number().max(10_000, 'must be at most 10000 (events per page)')),
+  PAGE_CHUNK_SIZE: positiveInt(100).pipe(z.number().max(10_000, 'must be at most 10000 (events per transaction)')),
+  LOG_LEVEL: z
+    .string()
+    .trim()
+    .default('INFO')
+    .transform((s) => s.toUpperCase())
+    .pipe(z.enum(LOG_LEVELS as [LogLevel, ...LogLevel[]], { error: `must be one of ${LOG_LEVELS.join(', ')}` })),
+});
 
 function boundsOf(env: {
   DB_LOCK_TIMEOUT_MS: number;
@@ -156,6 +144,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
   }
   const e = parsed.data;
   const databaseBounds = boundsOf(e);
+  // A commit waits for the checkpoint lock, then runs its statements: the whole must fit in a heartbeat timeout.
+  const commitBound = commitBoundMs(databaseBounds);
+  if (commitBound >= DEFAULT_HEARTBEAT_TIMEOUT_MS) {
+    throw new ConfigError([
+      {
+        variable: 'DB_STATEMENT_TIMEOUT_MS',
+        problem: `plus DB_LOCK_TIMEOUT_MS (${commitBound} ms, a commit's bound) must be below the heartbeat timeout (${DEFAULT_HEARTBEAT_TIMEOUT_MS} ms by default)`,
+      },
+    ]);
+  }
   return {
     databaseUrl: e.DATABASE_URL,
     databaseBounds,
@@ -170,7 +168,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
       actions: { whaleAlertMinNotional: e.WHALE_ALERT_MIN_NOTIONAL ?? null },
       heartbeatEveryMs: e.HEARTBEAT_MS,
       connectTimeoutMs: e.CONNECT_TIMEOUT_MS,
-      commitBoundMs: commitBoundMs(databaseBounds),
+      commitBoundMs: commitBound,
       reconnect: {
         maxAttempts: e.RECONNECT_MAX_ATTEMPTS,
         initialMs: e.RECONNECT_INITIAL_MS,

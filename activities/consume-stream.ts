@@ -37,19 +37,26 @@ export interface ConsumeStreamConfig {
   heartbeatEveryMs: number;
   connectTimeoutMs: number;
   reconnect: Backoff;
+  /**
+   * A commit still unfinished after this long fails the run (retried from the committed checkpoint) rather than
+   * heartbeating a frozen position; its result, should it come, is never ACKed. Unbounded when omitted.
+   */
+  commitBoundMs?: number;
 }
 
 export interface ConsumeStreamDeps {
   /** db functions bound to a pool */
   store: {
-    acquireLease(consumerId: string): Promise<CommittedState>;
+    /** With `existingOnly`, a consumer without a row gets none (null): nothing is written. */
+    acquireLease(consumerId: string, options: { existingOnly: boolean }): Promise<CommittedState | null>;
     commitCheckpoint(plan: CheckpointPlan): Promise<CheckpointOutcome>;
   };
   config: ConsumeStreamConfig;
   log: ConsumeStreamLog;
-  /** Test cut points (kill -9 between stage, commit and ACK). */
+  /** Test cut points (kill -9 between stage, commit and ACK; a freeze inside the commit, given to the store). */
   hooks?: {
     afterStage?(position: number): void | Promise<void>;
+    insideCommit?(position: number): void | Promise<void>;
     afterCommit?(position: number): void | Promise<void>;
     afterAck?(position: number): void | Promise<void>;
   };
@@ -72,9 +79,13 @@ export async function consumeStream(
   input: ConsumeStreamInput,
   ctx: ConsumeStreamContext,
 ): Promise<ConsumeOutcome> {
-  const state = await deps.store.acquireLease(input.consumerId);
-  if (input.expected && state.version < input.expected.version) {
-    throw new DatabaseBehind(input.consumerId, state.version, input.expected.version);
+  const { expected } = input;
+  // The workflow holds a committed copy: a database without this consumer is behind (restored, or another
+  // database), and nothing may be written for it.
+  const existingOnly = expected !== null && (expected.version > 0 || expected.token !== null);
+  const state = await deps.store.acquireLease(input.consumerId, { existingOnly });
+  if (state === null || (expected !== null && state.version < expected.version)) {
+    throw new DatabaseBehind(input.consumerId, state?.version ?? null, expected?.version ?? 0);
   }
   return new StreamRun(deps, input, ctx, state).run();
 }

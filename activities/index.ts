@@ -66,10 +66,11 @@ export interface ActivityDeps {
 }
 
 /** The streaming run's store: lease and commit on the pool. */
-export function poolStore(pool: pg.Pool): ConsumeStreamDeps['store'] {
+export function poolStore(pool: pg.Pool, hooks?: ConsumeStreamDeps['hooks']): ConsumeStreamDeps['store'] {
   return {
-    acquireLease: (consumerId) => acquireLease(pool, consumerId),
-    commitCheckpoint: (plan) => commitCheckpoint(pool, plan),
+    acquireLease: (consumerId, options) => acquireLease(pool, consumerId, options),
+    commitCheckpoint: (plan) =>
+      commitCheckpoint(pool, plan, hooks?.insideCommit && (() => hooks.insideCommit?.(plan.checkpoint.position))),
   };
 }
 
@@ -152,7 +153,7 @@ export function createActivities(deps: ActivityDeps) {
   const { pool, log } = deps;
   const apiKey = deps.config.stream.apiKey;
   const streamDeps: ConsumeStreamDeps = {
-    store: deps.store ?? poolStore(pool),
+    store: deps.store ?? poolStore(pool, deps.hooks),
     config: deps.config.stream,
     log,
     ...(deps.hooks ? { hooks: deps.hooks } : {}),

@@ -9,7 +9,9 @@ import type { SessionFence } from '../protocol/session-fence.js';
 import { StagingBoundExceeded } from '../protocol/staging.js';
 import type { CheckpointPlan } from '../protocol/types.js';
 import type { CheckpointOutcome, CommitResult } from '../db/commit.js';
+import { StorageFailure } from '../db/errors.js';
 import { InvalidPlan } from '../domain/errors.js';
+import { withinBound } from './commit-bound.js';
 import { describeConflict, unreachable } from '../domain/outcomes.js';
 import type { ConsumeStreamDeps, ConsumeStreamLog } from './consume-stream.js';
 import { LeaseLost, StreamTransportError, type StreamTransportCode } from './stream-errors.js';
@@ -218,8 +220,16 @@ export class StreamConnection {
     const { store, hooks } = this.deps;
     const { session, returnsRebound } = this.current;
     let committed: CheckpointOutcome;
+    const { commitBoundMs } = this.deps.config;
     try {
-      committed = await store.commitCheckpoint(plan);
+      committed = await withinBound(store.commitCheckpoint(plan), commitBoundMs, () => {
+        this.deps.log.error('commit stalled past its bound; failing the run without ACK', {
+          position: plan.checkpoint.position,
+          boundMs: commitBoundMs,
+        });
+        const stalled = new Error(`no answer within ${commitBoundMs} ms`);
+        return new StorageFailure('commitCheckpoint', this.run.consumerId, undefined, true, { cause: stalled });
+      });
     } catch (error) {
       return this.#end(handleCommitFailure(error, plan, this.run, this.deps.log));
     }

@@ -9,11 +9,14 @@ export class DatabaseBehind extends Error {
   readonly retryable = false;
   constructor(
     readonly consumerId: string,
-    readonly databaseVersion: number,
+    /** null: the database has no checkpoint row for the consumer at all. */
+    readonly databaseVersion: number | null,
     readonly expectedVersion: number,
   ) {
     super(
-      `database for consumer ${consumerId} is behind the workflow: version ${databaseVersion} < expected ${expectedVersion} (restored backup or bug)`,
+      databaseVersion === null
+        ? `database has no checkpoint for consumer ${consumerId}, the workflow expects version ${expectedVersion} (another database, a restored backup or a bug); nothing was written`
+        : `database for consumer ${consumerId} is behind the workflow: version ${databaseVersion} < expected ${expectedVersion} (restored backup or bug)`,
     );
   }
 }

@@ -64,7 +64,12 @@ export function describeFenced(consumerId: string, fenced: CheckpointFenced): st
  * consumer); conflict (same eventId, different content); held_quarantine (events the reducer cannot apply were
  * recorded as held; the checkpoint did not move). Throws InvalidPlan (nothing written) and StorageFailure.
  */
-export async function commitCheckpoint(pool: pg.Pool, plan: CheckpointPlan): Promise<CheckpointOutcome> {
+export async function commitCheckpoint(
+  pool: pg.Pool,
+  plan: CheckpointPlan,
+  /** Test cut point: runs with the checkpoint row locked and the fence checked, before anything is written. */
+  whileLocked?: () => void | Promise<void>,
+): Promise<CheckpointOutcome> {
   validatePlanShape(plan);
   return inTransaction(pool, 'commitCheckpoint', plan.consumerId, async (client): Promise<CheckpointOutcome> => {
     const saved = await lockCheckpoint(client, plan.consumerId);
@@ -73,6 +78,7 @@ export async function commitCheckpoint(pool: pg.Pool, plan: CheckpointPlan): Pro
       return { kind: 'fenced', expected: plan.fence, actual };
     }
     validatePlanAgainstSaved(plan, saved);
+    await whileLocked?.();
 
     const existing = await readExisting(client, plan.consumerId, plan.events);
     const decision = decideCommit(plan, existing);

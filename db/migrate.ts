@@ -20,6 +20,9 @@ export async function migrate(pool: pg.Pool): Promise<void> {
     throw toStorageFailure('migrate', undefined, error);
   }
   try {
+    // A migration may rewrite a large table, and the next worker waits here for the first one to finish: the
+    // pool's lock and statement bounds (sized for commits) do not apply. The connection is discarded after.
+    await client.query('SET lock_timeout = 0; SET statement_timeout = 0; SET idle_in_transaction_session_timeout = 0');
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     try {
       await drizzleMigrate(drizzle(client), { migrationsFolder: MIGRATIONS_FOLDER });
@@ -29,6 +32,6 @@ export async function migrate(pool: pg.Pool): Promise<void> {
   } catch (error) {
     throw toStorageFailure('migrate', undefined, error);
   } finally {
-    client.release();
+    client.release(true);
   }
 }

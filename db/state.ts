@@ -111,9 +111,27 @@ export async function lockConsumerKind(client: pg.PoolClient, consumerId: string
  * Starts an activity attempt: creates the consumer's row if absent and bumps its lease epoch, so every commit
  * of an older attempt is fenced from now on. Returns the state to resume from (its leaseEpoch and version are
  * the fence of this attempt's commits). An id that belongs to a page consumer is refused (ConsumerKindMismatch).
+ * With `existingOnly` (the caller holds a committed copy of this consumer) a missing row is not created: nothing
+ * is written and the result is null, for the caller to report the database as behind.
  */
-export async function acquireLease(pool: pg.Pool, consumerId: string): Promise<CommittedState> {
+export async function acquireLease(pool: pg.Pool, consumerId: string): Promise<CommittedState>;
+export async function acquireLease(
+  pool: pg.Pool,
+  consumerId: string,
+  options: { existingOnly: boolean },
+): Promise<CommittedState | null>;
+export async function acquireLease(
+  pool: pg.Pool,
+  consumerId: string,
+  options: { existingOnly: boolean } = { existingOnly: false },
+): Promise<CommittedState | null> {
   return inTransaction(pool, 'acquireLease', consumerId, async (client) => {
+    if (options.existingOnly) {
+      const bumped = await client.query('UPDATE checkpoints SET lease_epoch = lease_epoch + 1 WHERE consumer_id = $1', [
+        consumerId,
+      ]);
+      return bumped.rowCount ? selectState(client, consumerId) : null;
+    }
     await lockConsumerKind(client, consumerId);
     const pageConsumer = await client.query('SELECT 1 FROM page_progress WHERE consumer_id = $1', [consumerId]);
     if (pageConsumer.rowCount) throw new ConsumerKindMismatch(consumerId, 'page');

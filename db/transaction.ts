@@ -11,7 +11,15 @@ export const SQLSTATE = {
   uniqueViolation: '23505',
   duplicateDatabase: '42P04',
   adminShutdown: '57P01',
+  crashShutdown: '57P02',
   cannotConnectNow: '57P03',
+  /** statement_timeout (or a cancel request) ended the statement. */
+  queryCanceled: '57014',
+  /** lock_timeout ended a lock wait. */
+  lockNotAvailable: '55P03',
+  /** idle_in_transaction_session_timeout ended the session. */
+  idleInTransactionTimeout: '25P03',
+  tooManyConnections: '53300',
   raiseException: 'P0001',
 } as const;
 
@@ -26,14 +34,22 @@ function isRetryable(sqlState: string | undefined, error: unknown): boolean {
     // No SQLSTATE: a socket-level failure (ECONNRESET, ECONNREFUSED, connection terminated).
     return (
       error instanceof Error &&
-      /ECONN|terminated|timeout|EPIPE/i.test(`${(error as { code?: string }).code ?? ''} ${error.message}`)
+      /ECONN|terminated|timeout|EPIPE|not queryable/i.test(
+        `${(error as { code?: string }).code ?? ''} ${error.message}`,
+      )
     );
   }
   return (
     sqlState === SQLSTATE.serializationFailure ||
     sqlState === SQLSTATE.deadlockDetected ||
     sqlState === SQLSTATE.adminShutdown ||
+    sqlState === SQLSTATE.crashShutdown ||
     sqlState === SQLSTATE.cannotConnectNow ||
+    // A bounded wait ran out (a frozen lock holder, a stalled server): a later attempt finds it released.
+    sqlState === SQLSTATE.queryCanceled ||
+    sqlState === SQLSTATE.lockNotAvailable ||
+    sqlState === SQLSTATE.idleInTransactionTimeout ||
+    sqlState === SQLSTATE.tooManyConnections ||
     sqlState.startsWith('08') // connection exception class
   );
 }

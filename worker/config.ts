@@ -4,11 +4,14 @@ import { z } from 'zod';
 import { DEFAULT_MAX_FRAME_BYTES } from '../protocol/codec.js';
 import { QUARANTINE_REASONS, type QuarantineReason } from '../protocol/types.js';
 import type { ConsumeStreamConfig } from '../activities/consume-stream.js';
-import { DEFAULT_LEASE_MS, TASK_QUEUE } from '../workflows/definitions.js';
+import { commitBoundMs, DEFAULT_SESSION_BOUNDS, type SessionBounds } from '../db/session-settings.js';
+import { DEFAULT_HEARTBEAT_TIMEOUT_MS, DEFAULT_LEASE_MS, TASK_QUEUE } from '../workflows/definitions.js';
 import { LOG_LEVELS, type LogLevel } from './logger.js';
 
 export interface WorkerConfig {
   databaseUrl: string;
+  /** Bounds on every lock wait, statement and open transaction of the worker's connections. */
+  databaseBounds: SessionBounds;
   temporal: { address: string; namespace: string };
   taskQueue: string;
   /** Everything the streaming activity needs, the API key included (it never leaves the worker process). */
@@ -45,6 +48,16 @@ const optionalText = z
   .trim()
   .transform((s) => (s === '' ? undefined : s))
   .optional();
+/** A database bound: below the heartbeat timeout, so a stuck holder or waiter never outlives an attempt. */
+const databaseBound = (fallback: number) =>
+  positiveInt(fallback).pipe(
+    z
+      .number()
+      .max(
+        DEFAULT_HEARTBEAT_TIMEOUT_MS - 1,
+        `must be below the heartbeat timeout (${DEFAULT_HEARTBEAT_TIMEOUT_MS} ms by default)`,
+      ),
+  );
 const url = (protocols: RegExp, what: string) =>
   z
     .string()
@@ -53,6 +66,9 @@ const url = (protocols: RegExp, what: string) =>
 
 const envSchema = z.object({
   DATABASE_URL: required('a postgres:// connection URL').pipe(url(/^postgres(ql)?:\/\//, 'postgres://')),
+  DB_LOCK_TIMEOUT_MS: databaseBound(DEFAULT_SESSION_BOUNDS.lockTimeoutMs),
+  DB_STATEMENT_TIMEOUT_MS: databaseBound(DEFAULT_SESSION_BOUNDS.statementTimeoutMs),
+  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: databaseBound(DEFAULT_SESSION_BOUNDS.idleInTransactionTimeoutMs),
   TEMPORAL_ADDRESS: z.string().trim().min(1).default('127.0.0.1:7233'),
   TEMPORAL_NAMESPACE: z.string().trim().min(1).default('default'),
   TASK_QUEUE: z.string().trim().min(1).default(TASK_QUEUE),
@@ -103,6 +119,18 @@ const envSchema = z.object({
     .pipe(z.enum(LOG_LEVELS as [LogLevel, ...LogLevel[]], { error: `must be one of ${LOG_LEVELS.join(', ')}` })),
 });
 
+function boundsOf(env: {
+  DB_LOCK_TIMEOUT_MS: number;
+  DB_STATEMENT_TIMEOUT_MS: number;
+  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: number;
+}): SessionBounds {
+  return {
+    lockTimeoutMs: env.DB_LOCK_TIMEOUT_MS,
+    statementTimeoutMs: env.DB_STATEMENT_TIMEOUT_MS,
+    idleInTransactionTimeoutMs: env.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+  };
+}
+
 /** Parses the environment once; throws ConfigError listing every invalid variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
   const parsed = envSchema.safeParse(env);
@@ -115,8 +143,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
     );
   }
   const e = parsed.data;
+  const databaseBounds = boundsOf(e);
+  // A commit waits for the checkpoint lock, then runs its statements: the whole must fit in a heartbeat timeout.
+  const commitBound = commitBoundMs(databaseBounds);
+  if (commitBound >= DEFAULT_HEARTBEAT_TIMEOUT_MS) {
+    throw new ConfigError([
+      {
+        variable: 'DB_STATEMENT_TIMEOUT_MS',
+        problem: `plus DB_LOCK_TIMEOUT_MS (${commitBound} ms, a commit's bound) must be below the heartbeat timeout (${DEFAULT_HEARTBEAT_TIMEOUT_MS} ms by default)`,
+      },
+    ]);
+  }
   return {
     databaseUrl: e.DATABASE_URL,
+    databaseBounds,
     temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE },
     taskQueue: e.TASK_QUEUE,
     stream: {
@@ -128,6 +168,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
       actions: { whaleAlertMinNotional: e.WHALE_ALERT_MIN_NOTIONAL ?? null },
       heartbeatEveryMs: e.HEARTBEAT_MS,
       connectTimeoutMs: e.CONNECT_TIMEOUT_MS,
+      commitBoundMs: commitBound,
       reconnect: {
         maxAttempts: e.RECONNECT_MAX_ATTEMPTS,
         initialMs: e.RECONNECT_INITIAL_MS,

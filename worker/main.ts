@@ -6,7 +6,8 @@
 import { NativeConnection, Runtime } from '@temporalio/worker';
 import type pg from 'pg';
 import { OutboxDispatcher } from '../activities/outbox.js';
-import { createPool, migrate } from '../db/index.js';
+import { createPool, migrate, StorageFailure } from '../db/index.js';
+import { backoffDelay, type Backoff } from '../protocol/backoff.js';
 import { ConfigError, loadConfig, redact, type WorkerConfig } from './config.js';
 import { isEntryPoint } from './entry-point.js';
 import { JsonLogger } from './logger.js';
@@ -18,6 +19,11 @@ export const EXIT_FAILURE = 1;
 
 /** TEST-ONLY knob: `<afterStage|afterCommit|afterAck>:<position>` kills this process with SIGKILL there. */
 export const CRASH_AT_VARIABLE = 'WHALEHUNT_TEST_CRASH_AT';
+/**
+ * TEST-ONLY knob: `<position>` stops this process with SIGSTOP (once) inside the first commit at or past that
+ * position, while it holds the checkpoint row lock: a frozen lock holder for another worker to take over from.
+ */
+export const FREEZE_IN_COMMIT_VARIABLE = 'WHALEHUNT_TEST_FREEZE_IN_COMMIT_AT';
 /** A prebuilt workflow bundle (e.g. built once per test run or at deploy time) instead of bundling at start. */
 export const WORKFLOW_BUNDLE_VARIABLE = 'WORKFLOW_BUNDLE_PATH';
 
@@ -54,6 +60,54 @@ export function crashHooks(
     afterCommit: maybeCrash('afterCommit'),
     afterAck: maybeCrash('afterAck'),
   };
+}
+
+/** Parses WHALEHUNT_TEST_FREEZE_IN_COMMIT_AT; throws ConfigError naming the variable when it is malformed. */
+export function parseFreezeInCommitAt(value: string | undefined): number | null {
+  if (value === undefined || value.trim() === '') return null;
+  const position = Number(value.trim());
+  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(position) || position < 1) {
+    throw new ConfigError([
+      { variable: FREEZE_IN_COMMIT_VARIABLE, problem: 'must be a position (a positive integer)' },
+    ]);
+  }
+  return position;
+}
+
+/** A hook that SIGSTOPs the process once, inside the first commit reaching `position` (see the variable). */
+export function freezeInCommitHook(
+  position: number,
+  log: JsonLogger,
+): Pick<NonNullable<CreateWorkerOptions['hooks']>, 'insideCommit'> {
+  let frozen = false;
+  return {
+    insideCommit(at) {
+      if (frozen || at < position) return;
+      frozen = true;
+      log.warn('test freeze point reached: SIGSTOP with the checkpoint row locked', { position: at });
+      process.kill(process.pid, 'SIGSTOP');
+    },
+  };
+}
+
+/** Waits between migration attempts while the database is unreachable at start-up. */
+const STARTUP_BACKOFF: Backoff = { maxAttempts: Infinity, initialMs: 500, maxMs: 10_000 };
+
+/**
+ * Migrates, waiting out a database that is down or restarting when the worker starts: a transient failure is
+ * retried with backoff (one line each), anything else (bad credentials, a broken migration) is thrown.
+ */
+export async function migrateWhenReachable(pool: pg.Pool, log: JsonLogger): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await migrate(pool);
+    } catch (error) {
+      if (!(error instanceof StorageFailure) || !error.retryable) throw error;
+      const delayMs = backoffDelay(STARTUP_BACKOFF, attempt);
+      log.warn('database not reachable at start-up; retrying', { attempt, delayMs, error: error.message });
+      await new Promise((resolveDelay) => setTimeout(resolveDelay, delayMs));
+    }
+  }
 }
 
 /** Routes the Temporal SDK's own logs through `logger`; once per process, before any connection. */
@@ -140,9 +194,11 @@ export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise
 export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number> {
   let config: WorkerConfig;
   let crash: ReturnType<typeof parseCrashAt>;
+  let freezeAt: number | null;
   try {
     config = loadConfig(env);
     crash = parseCrashAt(env[CRASH_AT_VARIABLE]);
+    freezeAt = parseFreezeInCommitAt(env[FREEZE_IN_COMMIT_VARIABLE]);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     // One line per variable, no values: one of them is the API key.
@@ -158,9 +214,26 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number
     bindings: { service: 'whalehunt-worker', pid: process.pid },
   });
   installRuntime(log);
-  log.info('starting', { config: redact(config), ...(crash ? { testCrashAt: crash } : {}) });
+  log.info('starting', {
+    config: redact(config),
+    ...(crash ? { testCrashAt: crash } : {}),
+    ...(freezeAt !== null ? { testFreezeInCommitAt: freezeAt } : {}),
+  });
 
-  const pool = createPool(config.databaseUrl);
+  const dbLog = log.child({ component: 'database' });
+  const pool = createPool(config.databaseUrl, {
+    bounds: config.databaseBounds,
+    // One line per outage: the runs in flight fail over to Temporal's retries and resume once it is back.
+    onConnectionLost: (error) =>
+      dbLog.error('database connection lost; runs retry from the committed checkpoint until it is back', {
+        error: { name: error.name, message: error.message, code: (error as { code?: unknown }).code },
+      }),
+    onConnectionRestored: () => dbLog.info('database connection restored'),
+  });
+  const hooks: CreateWorkerOptions['hooks'] = {
+    ...(crash ? crashHooks(crash, log) : {}),
+    ...(freezeAt !== null ? freezeInCommitHook(freezeAt, log) : {}),
+  };
   let runtime: WorkerRuntime | null = null;
   // Kept until the process exits: a duplicate Ctrl-C arriving while the pool closes is still ignored.
   onShutdownSignal({
@@ -184,13 +257,13 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number
   });
 
   try {
-    await migrate(pool);
+    await migrateWhenReachable(pool, dbLog);
     runtime = await startWorkerRuntime({
       config,
       log,
       pool,
       ...(env[WORKFLOW_BUNDLE_VARIABLE] ? { workflowBundlePath: env[WORKFLOW_BUNDLE_VARIABLE] } : {}),
-      ...(crash ? { hooks: crashHooks(crash, log) } : {}),
+      ...(crash || freezeAt !== null ? { hooks } : {}),
     });
     await runtime.done;
     log.info('worker stopped');

@@ -18,6 +18,9 @@ export const TASK_QUEUE = 'whalehunt-consumer';
 /** The streaming lease when ConsumerWorkflowInput.leaseMs is not given. */
 export const DEFAULT_LEASE_MS = 5 * 60_000;
 
+/** ConsumerTuning.heartbeatTimeoutMs when not given; the worker's database bounds must stay below it. */
+export const DEFAULT_HEARTBEAT_TIMEOUT_MS = 15_000;
+
 export function consumerWorkflowId(consumerId: string): string {
   return `whalehunt-consumer:${consumerId}`;
 }

@@ -56,7 +56,10 @@ export function makeRun(
   const line = (level: LogLine['level']) => (msg: string, fields?: Record<string, unknown>) =>
     void logs.push({ level, msg, ...(fields ? { fields } : {}) });
   const deps: ConsumeStreamDeps = {
-    store: { acquireLease: (id) => acquireLease(pool, id), commitCheckpoint: (plan) => commitCheckpoint(pool, plan) },
+    store: {
+      acquireLease: (id, options) => acquireLease(pool, id, options),
+      commitCheckpoint: (plan) => commitCheckpoint(pool, plan),
+    },
     config: {
       url: server.url,
       apiKey: API_KEY,

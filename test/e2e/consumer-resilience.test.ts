@@ -40,8 +40,8 @@ describe('fencing and continue-as-new', () => {
         // The zombie's old connection keeps delivering after the new attempt subscribes (stale callbacks).
         server: { faults: { drainOldConnections: true } },
         store: (real) => ({
-          async acquireLease(id) {
-            const state = await real.acquireLease(id);
+          async acquireLease(id, options) {
+            const state = await real.acquireLease(id, options);
             newAttemptLeased.resolve();
             return state;
           },

@@ -1,0 +1,147 @@
+// The database failing underneath the consumer: a consumer the workflow knows but the database does not (nothing
+// written), bounded lock waits and idle transactions (a frozen lock holder never blocks a takeover for long), and
+// a connection lost while a client is checked out (an 'error' event that must never end the process).
+import { describe, expect, it } from 'vitest';
+import { DatabaseBehind } from '../../activities/stream-errors.js';
+import { acquireLease, createPool, SQLSTATE, StorageFailure } from '../../db/index.js';
+import { lockCheckpoint } from '../../db/state.js';
+import type { SessionBounds } from '../../db/session-settings.js';
+import { useTestDatabase } from '../support/db.js';
+import { useResources } from '../support/leaks.js';
+import { journal, makeRun, startServer } from './consume-stream-support.js';
+
+const db = useTestDatabase();
+
+const BOUNDS: SessionBounds = { lockTimeoutMs: 300, statementTimeoutMs: 2_000, idleInTransactionTimeoutMs: 500 };
+
+async function checkpointRows(consumerId: string): Promise<number> {
+  const { rows } = await db.pool.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM checkpoints WHERE consumer_id = $1',
+    [consumerId],
+  );
+  return rows[0]!.n;
+}
+
+describe('a consumer the workflow knows and the database does not', () => {
+  const res = useResources();
+
+  it('acquireLease with existingOnly writes nothing for a missing consumer and bumps an existing one', async () => {
+    expect(await acquireLease(db.pool, 'known-nowhere', { existingOnly: true })).toBeNull();
+    expect(await checkpointRows('known-nowhere')).toBe(0);
+
+    const first = await acquireLease(db.pool, 'known-here');
+    const again = await acquireLease(db.pool, 'known-here', { existingOnly: true });
+    expect(again?.leaseEpoch).toBe(first.leaseEpoch + 1);
+  });
+
+  it('a run holding a committed copy fails with DatabaseBehind and writes no checkpoint row', async () => {
+    const server = res.track(await startServer({ journal: journal(5) }), (s) => s.close());
+    const run = makeRun(db.pool, server, 'other-database');
+    const error = await run
+      .consume(
+        { mode: 'resume' },
+        { expected: { position: 9, token: 'saved-token', generation: 1, version: 3, filterHash: null } },
+      )
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DatabaseBehind);
+    expect((error as DatabaseBehind).databaseVersion).toBeNull();
+    expect((error as DatabaseBehind).retryable).toBe(false);
+    expect(await checkpointRows('other-database')).toBe(0);
+    expect(server.subscriptions).toEqual([]);
+    await res.close(server);
+  });
+});
+
+describe('bounded waits on the checkpoint lock', () => {
+  it('a lease waits at most the lock timeout for a holder, then fails retryably', async () => {
+    const bounded = createPool(db.url, { max: 2, bounds: BOUNDS });
+    await acquireLease(db.pool, 'held');
+    const holder = await db.pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await lockCheckpoint(holder, 'held');
+      const started = Date.now();
+      const failure = await acquireLease(bounded, 'held').catch((e: unknown) => e);
+      const waitedMs = Date.now() - started;
+      expect(failure).toBeInstanceOf(StorageFailure);
+      expect((failure as StorageFailure).sqlState).toBe(SQLSTATE.lockNotAvailable);
+      expect((failure as StorageFailure).retryable).toBe(true);
+      expect(waitedMs).toBeGreaterThanOrEqual(BOUNDS.lockTimeoutMs);
+      expect(waitedMs).toBeLessThan(BOUNDS.lockTimeoutMs + 2_000);
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+      await bounded.end();
+    }
+  });
+
+  it('a holder frozen inside its transaction loses its session (no crash), and the lease goes to the next one', async () => {
+    const lost: Error[] = [];
+    let restored = 0;
+    const bounded = createPool(db.url, {
+      max: 2,
+      bounds: BOUNDS,
+      onConnectionLost: (error) => lost.push(error),
+      onConnectionRestored: () => (restored += 1),
+    });
+    try {
+      const before = await acquireLease(bounded, 'frozen');
+      // A checked-out client that stops talking inside its transaction, as a SIGSTOPped worker would.
+      const frozen = await bounded.connect();
+      await frozen.query('BEGIN');
+      await lockCheckpoint(frozen, 'frozen');
+      const started = Date.now();
+      // The server ends the idle transaction's session; the next lease waits on the lock until then at most.
+      const taken = await retryUntil(() => acquireLease(db.pool, 'frozen'), 10_000);
+      expect(taken.leaseEpoch).toBe(before.leaseEpoch + 1);
+      expect(Date.now() - started).toBeLessThan(BOUNDS.idleInTransactionTimeoutMs + BOUNDS.lockTimeoutMs + 3_000);
+      // The frozen client, woken, finds its session gone: its query fails; the error event did not go unheard.
+      const woken = await frozen.query('SELECT 1').catch((e: unknown) => e);
+      expect(woken).toBeInstanceOf(Error);
+      frozen.release(woken as Error);
+      expect(lost).toHaveLength(1);
+      // The pool connects afresh and says so once.
+      expect((await acquireLease(bounded, 'frozen')).leaseEpoch).toBe(taken.leaseEpoch + 1);
+      expect(restored).toBe(1);
+    } finally {
+      await bounded.end();
+    }
+  });
+
+  it('a checked-out client whose backend is terminated reports the loss once and fails only its own query', async () => {
+    const lost: Error[] = [];
+    const pool = createPool(db.url, { max: 3, onConnectionLost: (error) => lost.push(error) });
+    try {
+      const clients = await Promise.all([pool.connect(), pool.connect()]);
+      const pids = await Promise.all(
+        clients.map(async (c) => (await c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid),
+      );
+      const pending = clients[0].query('SELECT pg_sleep(30)').catch((e: unknown) => e);
+      await db.pool.query('SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid', [pids]);
+      expect(await pending).toBeInstanceOf(Error);
+      // The idle checked-out one learns of it only by its error event: wait for the report.
+      await retryUntil(
+        () => (lost.length > 0 ? Promise.resolve() : Promise.reject(new Error('not reported yet'))),
+        5_000,
+      );
+      for (const client of clients) client.release(new Error('connection lost'));
+      expect(lost).toHaveLength(1);
+      expect((await pool.query<{ one: number }>('SELECT 1 AS one')).rows[0]!.one).toBe(1);
+    } finally {
+      await pool.end();
+    }
+  });
+});
+
+/** Calls `fn` until it resolves (each failure retried at once), failing after `withinMs`. */
+async function retryUntil<T>(fn: () => Promise<T>, withinMs: number): Promise<T> {
+  const deadline = Date.now() + withinMs;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+}

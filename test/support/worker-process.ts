@@ -1,0 +1,54 @@
+// A worker process as operators run it (`worker/main.ts`), its stdout JSON lines and stderr kept for assertions.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+
+export interface WorkerProcess {
+  child: ChildProcess;
+  /** Every stdout line (JSON logs). */
+  lines: string[];
+  stderr: string[];
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+export function spawnWorkerProcess(env: Record<string, string>): WorkerProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'worker/main.ts')], {
+    cwd: repoRoot,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: string[] = [];
+  const stderr: string[] = [];
+  createInterface({ input: child.stdout }).on('line', (line) => lines.push(line));
+  createInterface({ input: child.stderr }).on('line', (line) => stderr.push(line));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveExit) =>
+    child.once('exit', (code, signal) => resolveExit({ code, signal })),
+  );
+  return { child, lines, stderr, exited };
+}
+
+/** The parsed log lines whose `msg` is `msg`. */
+export function logLinesWith(worker: WorkerProcess, msg: string): Record<string, unknown>[] {
+  return worker.lines.flatMap((line) => {
+    try {
+      const value = JSON.parse(line) as Record<string, unknown>;
+      return value.msg === msg ? [value] : [];
+    } catch {
+      return [];
+    }
+  });
+}
+
+export function nonJsonLines(worker: WorkerProcess): string[] {
+  return worker.lines.filter((line) => {
+    try {
+      const value: unknown = JSON.parse(line);
+      return typeof value !== 'object' || value === null;
+    } catch {
+      return true;
+    }
+  });
+}

@@ -16,6 +16,7 @@ import { ConfigError, loadConfig, type WorkerConfig } from '../worker/config.js'
 import type { LocalServices, startLocalServices } from '../worker/local-services.js';
 import { JsonLogger } from '../worker/logger.js';
 import { installRuntime, startWorkerRuntime, type WorkerRuntime } from '../worker/main.js';
+import { loadTemporalSettings, TemporalSettingsError } from '../worker/temporal-connection.js';
 import { consumerWorkflowId, statusQuery, type ConsumerStatus } from '../workflows/definitions.js';
 import type { CliCommand } from './args.js';
 import { startConsumer, type CommandIo } from './commands.js';
@@ -89,7 +90,15 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
 
   try {
     io.out(`whalehunt-consumer: data in ${dataDir}, logs in ${logPath}`);
-    const services = await startLocalServices({ dataDir, env, log: (line) => io.err(`  ${line}`) });
+    // A Temporal named by the variables or a profile is used as it is; otherwise this job starts a dev server.
+    const temporal = loadTemporalSettings(env);
+    const services = await startLocalServices({
+      dataDir,
+      env,
+      log: (line) => io.err(`  ${line}`),
+      temporalNamespace: temporal.namespace,
+      ...(temporal.addressConfigured ? { temporalAddress: temporal.address } : {}),
+    });
     stops.push({ name: 'local services', stop: () => services.stop() });
     if (shuttingDown) return 130;
 
@@ -102,10 +111,10 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
     const stream = await openStream(env, dataDir, cmd, io);
     if (stream.server) stops.push({ name: 'reference stream', stop: () => stream.server!.close() });
 
-    const config = workerConfig(env, services, stream);
+    const config = workerConfig(env, services, stream, temporal.addressConfigured);
     const log = new JsonLogger({
       level: config.logLevel,
-      secrets: [config.stream.apiKey],
+      secrets: [config.stream.apiKey, ...config.temporal.secrets()],
       bindings: { service: 'whalehunt-run', pid: process.pid },
       write: (line) => void logFile.write(line),
     });
@@ -123,7 +132,7 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
     });
 
     const session = await connectTemporal({
-      temporal: services.temporal,
+      temporal: config.temporal,
       taskQueue: config.taskQueue,
       databaseUrl: services.databaseUrl,
     });
@@ -134,7 +143,9 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
     await showProgress({ session, pool, cmd, stream, io, until: shutdownRequested, lastSeen });
     return 0;
   } catch (error) {
-    if (error instanceof ConfigError) throw new CliError('config_invalid', error.message);
+    if (error instanceof ConfigError || error instanceof TemporalSettingsError) {
+      throw new CliError('config_invalid', error.message);
+    }
     throw error;
   } finally {
     // Reverse start order: the worker drains while Temporal, the stream and the database are still up.
@@ -228,12 +239,19 @@ async function persistentSecret(path: string): Promise<string> {
   return secret;
 }
 
-function workerConfig(env: NodeJS.ProcessEnv, services: LocalServices, stream: StreamSource): WorkerConfig {
+function workerConfig(
+  env: NodeJS.ProcessEnv,
+  services: LocalServices,
+  stream: StreamSource,
+  temporalConfigured: boolean,
+): WorkerConfig {
   return loadConfig({
     ...env,
     DATABASE_URL: services.databaseUrl,
-    TEMPORAL_ADDRESS: services.temporal.address,
-    TEMPORAL_NAMESPACE: services.temporal.namespace,
+    // Only the dev server this job started is set here; a configured Temporal keeps its variables and profile.
+    ...(temporalConfigured
+      ? {}
+      : { TEMPORAL_ADDRESS: services.temporal.address, TEMPORAL_NAMESPACE: services.temporal.namespace }),
     WHALEHUNT_URL: stream.url,
     WHALEHUNT_API_KEY: stream.apiKey,
   });

@@ -3,13 +3,14 @@
 // dispatcher alongside it. SIGINT/SIGTERM shut down gracefully: leases in flight stop at a checkpoint boundary
 // (a commit in progress finishes, nothing is half-applied), the dispatcher finishes its call, the pool closes.
 // Logs are JSON lines on stdout, the API key redacted.
-import { NativeConnection, Runtime } from '@temporalio/worker';
+import { Runtime } from '@temporalio/worker';
 import type pg from 'pg';
 import { OutboxDispatcher } from '../activities/outbox.js';
 import { createPool, migrate } from '../db/index.js';
 import { ConfigError, loadConfig, redact, type WorkerConfig } from './config.js';
 import { isEntryPoint } from './entry-point.js';
 import { JsonLogger } from './logger.js';
+import { connectNative } from './temporal-connection.js';
 import { createWorker, type ConsumerWorker, type CreateWorkerOptions } from './worker.js';
 
 export const EXIT_CONFIG = 2;
@@ -89,7 +90,7 @@ export interface WorkerRuntime {
  */
 export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise<WorkerRuntime> {
   const { config, log, pool } = options;
-  const connection = await NativeConnection.connect({ address: config.temporal.address });
+  const connection = await connectNative(config.temporal);
   let consumerWorker: ConsumerWorker;
   try {
     consumerWorker = await createWorker({
@@ -155,7 +156,7 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number
 
   const log = new JsonLogger({
     level: config.logLevel,
-    secrets: [config.stream.apiKey],
+    secrets: [config.stream.apiKey, ...config.temporal.secrets()],
     bindings: { service: 'whalehunt-worker', pid: process.pid },
   });
   installRuntime(log);

@@ -23,8 +23,8 @@ export const DEFAULT_TEMPORAL_NAMESPACE = 'default';
 
 type TlsFile = 'clientCert' | 'clientKey' | 'serverCACert';
 
-/** Where each TLS file can be set: the variable (path or inline data) and the profile file's field. */
-const TLS_FILE_SETTINGS: Record<TlsFile, { env: [string, string]; profileField: string }> = {
+/** Where each TLS setting can be made: the variables (path or inline data) and the profile file's field. */
+const TLS_SETTINGS: Record<TlsFile | 'serverName', { env: [string, ...string[]]; profileField: string }> = {
   clientCert: {
     env: ['TEMPORAL_TLS_CLIENT_CERT_PATH', 'TEMPORAL_TLS_CLIENT_CERT_DATA'],
     profileField: 'tls.client_cert_path',
@@ -37,6 +37,7 @@ const TLS_FILE_SETTINGS: Record<TlsFile, { env: [string, string]; profileField: 
     env: ['TEMPORAL_TLS_SERVER_CA_CERT_PATH', 'TEMPORAL_TLS_SERVER_CA_CERT_DATA'],
     profileField: 'tls.server_ca_cert_path',
   },
+  serverName: { env: ['TEMPORAL_TLS_SERVER_NAME'], profileField: 'tls.server_name' },
 };
 
 /** What may be logged or shown about the connection: where it goes and which settings shaped it, never the key. */
@@ -46,7 +47,7 @@ export interface TemporalConnectionSummary {
   /** The profile read from the profile file, or null when none was found (environment and defaults only). */
   profile: string | null;
   tls: 'off' | 'server-verified' | 'mutual';
-  apiKey: 'set' | 'unset';
+  apiKeySet: boolean;
   /** The settings that supplied the TLS files and server name, e.g. `TEMPORAL_TLS_SERVER_CA_CERT_PATH`. */
   tlsSettings: Partial<Record<TlsFile | 'serverName', string>>;
 }
@@ -91,23 +92,20 @@ export function loadTemporalSettings(env: NodeJS.ProcessEnv = process.env): Temp
   const environment = definedValues(env);
   const profileName = environment.TEMPORAL_PROFILE ?? 'default';
   let profile: ClientConfigProfile;
-  let fromFile: boolean;
+  let fileProfile: ClientConfigProfile | undefined;
   try {
-    fromFile = loadClientConfig({ overrideEnvVars: environment }).profiles[profileName] !== undefined;
+    fileProfile = loadClientConfig({ overrideEnvVars: environment }).profiles[profileName];
     profile = loadClientConfigProfile({ overrideEnvVars: environment });
   } catch (error) {
     throw profileError(error, environment);
   }
-  const settingOf = (file: TlsFile | 'serverName'): string => {
-    if (file === 'serverName') {
-      return environment.TEMPORAL_TLS_SERVER_NAME !== undefined
-        ? 'TEMPORAL_TLS_SERVER_NAME'
-        : profileSetting(profileName, 'tls.server_name', environment);
-    }
-    const { env: variables, profileField } = TLS_FILE_SETTINGS[file];
+  /** The variable that set it, else the profile field that did, else the variable to set. */
+  const settingOf = (what: TlsFile | 'serverName'): string => {
+    const { env: variables, profileField } = TLS_SETTINGS[what];
+    const inFile = what === 'serverName' ? fileProfile?.tls?.serverName : fileProfile?.tls?.[what];
     return (
       variables.find((variable) => environment[variable] !== undefined) ??
-      profileSetting(profileName, profileField, environment)
+      (inFile !== undefined ? profileSetting(profileName, profileField, environment) : variables[0])
     );
   };
 
@@ -130,7 +128,7 @@ export function loadTemporalSettings(env: NodeJS.ProcessEnv = process.env): Temp
   } catch (error) {
     // The library reads the files named by the *_PATH settings; say which setting named the unreadable one.
     const path = (error as NodeJS.ErrnoException).path;
-    const file = (Object.keys(TLS_FILE_SETTINGS) as TlsFile[]).find((f) => sourcePath(tls?.[f]) === path);
+    const file = (['clientCert', 'clientKey', 'serverCACert'] as const).find((f) => sourcePath(tls?.[f]) === path);
     throw new TemporalSettingsError(
       [{ variable: file ? settingOf(file) : 'TEMPORAL_TLS_*', problem: `cannot read ${path ?? 'the file'}` }],
       { cause: error },
@@ -145,9 +143,9 @@ export function loadTemporalSettings(env: NodeJS.ProcessEnv = process.env): Temp
   const summary: TemporalConnectionSummary = {
     address,
     namespace,
-    profile: fromFile ? profileName : null,
+    profile: fileProfile ? profileName : null,
     tls: !tlsOn ? 'off' : tlsConfig?.clientCertPair ? 'mutual' : 'server-verified',
-    apiKey: connect.connectionOptions.apiKey !== undefined ? 'set' : 'unset',
+    apiKeySet: connect.connectionOptions.apiKey !== undefined,
     tlsSettings: Object.fromEntries(
       (['serverCACert', 'clientCert', 'clientKey', 'serverName'] as const)
         .filter((what) => (what === 'serverName' ? tls?.serverName : tls?.[what]) !== undefined)
@@ -249,7 +247,7 @@ export function describeTemporalConnection(summary: TemporalConnectionSummary): 
     `namespace ${summary.namespace}`,
     ...(summary.profile ? [`profile ${summary.profile}`] : []),
     summary.tls === 'off' ? 'TLS off' : `TLS ${summary.tls}${tlsFiles.length ? ` from ${tlsFiles.join(', ')}` : ''}`,
-    ...(summary.apiKey === 'set' ? ['API key from TEMPORAL_API_KEY or the profile'] : []),
+    ...(summary.apiKeySet ? ['API key from TEMPORAL_API_KEY or the profile'] : []),
   ].join('; ');
 }
 
@@ -282,7 +280,7 @@ function likelyCulprit(summary: TemporalConnectionSummary, reason: string): stri
       : 'the server may require a client certificate: set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH';
   }
   if (/unauthenticated|permission ?denied|unauthorized/i.test(reason)) {
-    return summary.apiKey === 'set'
+    return summary.apiKeySet
       ? 'the server refused the credentials: check TEMPORAL_API_KEY (or the profile api_key) and TEMPORAL_NAMESPACE'
       : 'the server wants credentials: set TEMPORAL_API_KEY or a client certificate';
   }

@@ -100,6 +100,8 @@ function writeExtensions(path: string, text: string): string {
 
 export interface TlsProxy {
   address: string;
+  /** Connections that passed the handshake (client certificate verified) and were piped to the target. */
+  readonly accepted: () => number;
   /** TLS handshakes the proxy refused (no or untrusted client certificate), in order. */
   refusedHandshakes: string[];
   close(): Promise<void>;
@@ -110,6 +112,7 @@ export async function startTlsProxy(pki: TestPki, target: string): Promise<TlsPr
   const [host, port] = splitAddress(target);
   const sockets = new Set<Socket>();
   const refusedHandshakes: string[] = [];
+  let accepted = 0;
   const server = createServer(
     {
       requestCert: true,
@@ -120,6 +123,7 @@ export async function startTlsProxy(pki: TestPki, target: string): Promise<TlsPr
       ALPNProtocols: ['h2'],
     },
     (client: TLSSocket) => {
+      accepted += 1;
       const upstream = connect(port, host);
       for (const socket of [client, upstream]) {
         sockets.add(socket);
@@ -141,6 +145,7 @@ export async function startTlsProxy(pki: TestPki, target: string): Promise<TlsPr
   const { port: listening } = server.address() as { port: number };
   return {
     address: `127.0.0.1:${listening}`,
+    accepted: () => accepted,
     refusedHandshakes,
     close: () =>
       new Promise<void>((resolveClose) => {

@@ -26,7 +26,7 @@ describe('CLI configuration', () => {
       namespace: 'default',
       profile: null,
       tls: 'off',
-      apiKey: 'unset',
+      apiKeySet: false,
       tlsSettings: {},
     });
   });

@@ -1,11 +1,13 @@
-// What the operator commands need from the environment: where Temporal is, and (for status) the database.
-// Unlike the worker they never need the stream URL or its API key.
+// What the operator commands need from the environment: where Temporal is (the same settings and profile file
+// as the `temporal` CLI), and (for status) the database. Unlike the worker they never need the stream URL or
+// its API key.
 import { z } from 'zod';
+import { loadTemporalSettings, TemporalSettingsError, type TemporalSettings } from '../worker/temporal-connection.js';
 import { TASK_QUEUE } from '../workflows/definitions.js';
 import { CliError } from './errors.js';
 
 export interface CliConfig {
-  temporal: { address: string; namespace: string };
+  temporal: TemporalSettings;
   taskQueue: string;
   /** null: status shows the workflow's view only. */
   databaseUrl: string | null;
@@ -18,8 +20,6 @@ const optional = z
   .transform((s) => (s === '' ? undefined : s));
 
 const envSchema = z.object({
-  TEMPORAL_ADDRESS: optional.transform((s) => s ?? '127.0.0.1:7233'),
-  TEMPORAL_NAMESPACE: optional.transform((s) => s ?? 'default'),
   TASK_QUEUE: optional.transform((s) => s ?? TASK_QUEUE),
   DATABASE_URL: optional.pipe(
     z
@@ -31,13 +31,22 @@ const envSchema = z.object({
 
 export function loadCliConfig(env: NodeJS.ProcessEnv): CliConfig {
   const parsed = envSchema.safeParse(env);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => `${String(issue.path[0])}: ${issue.message}`);
+  const problems = parsed.success
+    ? []
+    : parsed.error.issues.map((issue) => `${String(issue.path[0])}: ${issue.message}`);
+  let temporal: TemporalSettings | null = null;
+  try {
+    temporal = loadTemporalSettings(env);
+  } catch (error) {
+    if (!(error instanceof TemporalSettingsError)) throw error;
+    problems.push(...error.problems.map((p) => `${p.variable}: ${p.problem}`));
+  }
+  if (!parsed.success || temporal === null) {
     throw new CliError('config_invalid', `invalid configuration: ${problems.join('; ')}`);
   }
   const e = parsed.data;
   return {
-    temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE },
+    temporal,
     taskQueue: e.TASK_QUEUE,
     databaseUrl: e.DATABASE_URL ?? null,
   };

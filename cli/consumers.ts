@@ -2,8 +2,8 @@
 // last heartbeat) and the database (the committed checkpoint and its effects, the authority on progress).
 import {
   Client,
-  Connection,
   WorkflowNotFoundError,
+  type Connection,
   type WorkflowExecutionDescription,
   type WorkflowHandle,
 } from '@temporalio/client';
@@ -12,6 +12,7 @@ import type pg from 'pg';
 import type { StreamHeartbeat } from '../activities/types.js';
 import { consumerSummary, type ConsumerSummary } from '../db/index.js';
 import { headAndLagAt } from '../protocol/progress.js';
+import { connectClient, TemporalConnectError } from '../worker/temporal-connection.js';
 import { consumerWorkflowId, statusQuery, type ConsumerStatus } from '../workflows/definitions.js';
 import type { CliConfig } from './config.js';
 import { CliError } from './errors.js';
@@ -30,13 +31,10 @@ export interface TemporalSession {
 export async function connectTemporal(config: CliConfig): Promise<TemporalSession> {
   let connection: Connection;
   try {
-    connection = await Connection.connect({ address: config.temporal.address, connectTimeout: 5_000 });
+    connection = await connectClient(config.temporal, 5_000);
   } catch (error) {
-    throw new CliError(
-      'temporal_unavailable',
-      `cannot reach Temporal at ${config.temporal.address} (set TEMPORAL_ADDRESS): ${error instanceof Error ? error.message : String(error)}`,
-      { cause: error },
-    );
+    if (!(error instanceof TemporalConnectError)) throw error;
+    throw new CliError('temporal_unavailable', error.message, { cause: error });
   }
   return {
     client: new Client({ connection, namespace: config.temporal.namespace }),

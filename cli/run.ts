@@ -12,6 +12,7 @@ import { startDevStack, stopInReverse, type DevStack, type NamedStop, type Strea
 import { JsonLogger } from '../worker/logger.js';
 import { installRuntime, startWorkerRuntime, type WorkerRuntime } from '../worker/main.js';
 import { onShutdownSignal } from '../worker/shutdown-signal.js';
+import { loadTemporalSettings, TemporalSettingsError } from '../worker/temporal-connection.js';
 import { headAndLagAt } from '../protocol/progress.js';
 import { consumerWorkflowId, statusQuery, type ConsumerStatus } from '../workflows/definitions.js';
 import type { CliCommand } from './args.js';
@@ -60,9 +61,12 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
 
   try {
     io.out(`whalehunt-consumer: data in ${dataDir}, logs in ${logPath}`);
+    // A Temporal named by the variables or a profile is used as it is; otherwise this job starts a dev server.
+    const temporal = loadTemporalSettings(env);
     const stack = await startDevStack({
       dataDir,
       env,
+      temporal,
       appendEveryMs: cmd.appendEveryMs,
       io,
       signal: shutdown.signal,
@@ -72,10 +76,10 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
     // Said after the worker drained, while the database is (usually) still up: where the next run resumes.
     stops.push({ name: null, stop: () => reportResumePoint(stack.pool, cmd.consumerId, lastSeen, io) });
 
-    const config = workerConfig(env, stack);
+    const config = workerConfig(env, stack, temporal.addressConfigured);
     const log = new JsonLogger({
       level: config.logLevel,
-      secrets: [config.stream.apiKey],
+      secrets: [config.stream.apiKey, ...config.temporal.secrets()],
       bindings: { service: 'whalehunt-run', pid: process.pid },
       write: (line) => void logFile.write(line),
     });
@@ -97,7 +101,7 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
     });
 
     const session = await connectTemporal({
-      temporal: stack.services.temporal,
+      temporal: config.temporal,
       taskQueue: config.taskQueue,
       databaseUrl: stack.services.databaseUrl,
     });
@@ -116,7 +120,9 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
     });
     return 0;
   } catch (error) {
-    if (error instanceof ConfigError) throw new CliError('config_invalid', error.message);
+    if (error instanceof ConfigError || error instanceof TemporalSettingsError) {
+      throw new CliError('config_invalid', error.message);
+    }
     throw error;
   } finally {
     // Reverse start order: the worker drains while Temporal, the stream and the database are still up.
@@ -143,8 +149,10 @@ async function reportResumePoint(pool: pg.Pool, consumerId: string, lastSeen: La
   );
 }
 
-function workerConfig(env: NodeJS.ProcessEnv, stack: DevStack): WorkerConfig {
-  return loadConfig({ ...env, ...stack.workerEnv });
+function workerConfig(env: NodeJS.ProcessEnv, stack: DevStack, temporalConfigured: boolean): WorkerConfig {
+  // Only the dev server this job started is set here; a configured Temporal keeps its variables and profile.
+  const { TEMPORAL_ADDRESS: _address, TEMPORAL_NAMESPACE: _namespace, ...streamAndDatabase } = stack.workerEnv;
+  return loadConfig({ ...env, ...(temporalConfigured ? streamAndDatabase : stack.workerEnv) });
 }
 
 async function ensureConsumer(

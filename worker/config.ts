@@ -7,12 +7,14 @@ import type { ConsumeStreamConfig } from '../activities/consume-stream.js';
 import { commitBoundMs, DEFAULT_SESSION_BOUNDS, type SessionBounds } from '../db/session-settings.js';
 import { DEFAULT_HEARTBEAT_TIMEOUT_MS, DEFAULT_LEASE_MS, TASK_QUEUE } from '../workflows/definitions.js';
 import { LOG_LEVELS, type LogLevel } from './logger.js';
+import { loadTemporalSettings, TemporalSettingsError, type TemporalSettings } from './temporal-connection.js';
 
 export interface WorkerConfig {
   databaseUrl: string;
   /** Bounds on every lock wait, statement and open transaction of the worker's connections. */
   databaseBounds: SessionBounds;
-  temporal: { address: string; namespace: string };
+  /** Address, namespace, TLS and API key as the `temporal` CLI reads them (variables and profile file). */
+  temporal: TemporalSettings;
   taskQueue: string;
   /** Everything the streaming activity needs, the API key included (it never leaves the worker process). */
   stream: ConsumeStreamConfig;
@@ -69,8 +71,6 @@ const envSchema = z.object({
   DB_LOCK_TIMEOUT_MS: databaseBound(DEFAULT_SESSION_BOUNDS.lockTimeoutMs),
   DB_STATEMENT_TIMEOUT_MS: databaseBound(DEFAULT_SESSION_BOUNDS.statementTimeoutMs),
   DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: databaseBound(DEFAULT_SESSION_BOUNDS.idleInTransactionTimeoutMs),
-  TEMPORAL_ADDRESS: z.string().trim().min(1).default('127.0.0.1:7233'),
-  TEMPORAL_NAMESPACE: z.string().trim().min(1).default('default'),
   TASK_QUEUE: z.string().trim().min(1).default(TASK_QUEUE),
   WHALEHUNT_URL: required('the stream WebSocket URL').pipe(url(/^wss?:\/\//, 'ws:// or wss://')),
   WHALEHUNT_API_KEY: required('the stream API key'),
@@ -134,14 +134,20 @@ function boundsOf(env: {
 /** Parses the environment once; throws ConfigError listing every invalid variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
   const parsed = envSchema.safeParse(env);
-  if (!parsed.success) {
-    throw new ConfigError(
-      parsed.error.issues.map((issue) => ({
+  const problems = parsed.success
+    ? []
+    : parsed.error.issues.map((issue) => ({
         variable: String(issue.path[0] ?? '(environment)'),
         problem: issue.message,
-      })),
-    );
+      }));
+  let temporal: TemporalSettings | null = null;
+  try {
+    temporal = loadTemporalSettings(env);
+  } catch (error) {
+    if (!(error instanceof TemporalSettingsError)) throw error;
+    problems.push(...error.problems);
   }
+  if (!parsed.success || temporal === null) throw new ConfigError(problems);
   const e = parsed.data;
   const databaseBounds = boundsOf(e);
   // A commit waits for the checkpoint lock, then runs its statements: the whole must fit in a heartbeat timeout.
@@ -157,7 +163,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
   return {
     databaseUrl: e.DATABASE_URL,
     databaseBounds,
-    temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE },
+    temporal,
     taskQueue: e.TASK_QUEUE,
     stream: {
       url: e.WHALEHUNT_URL,
@@ -182,10 +188,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
   };
 }
 
-/** The configuration as it may be logged: the API key and any URL password replaced. */
+/** The configuration as it may be logged: the API keys and any URL password replaced. */
 export function redact(config: WorkerConfig): Record<string, unknown> {
   return {
     ...config,
+    temporal: config.temporal.summary,
     databaseUrl: maskUrlPassword(config.databaseUrl),
     stream: { ...config.stream, url: maskUrlPassword(config.stream.url), apiKey: '[REDACTED]' },
     whaleAlert: {

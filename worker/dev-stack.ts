@@ -11,6 +11,7 @@ import { createPool, migrate } from '../db/index.js';
 import { Journal } from '../simulator/journal.js';
 import { ReferenceStreamServer } from '../simulator/server.js';
 import type { LocalServices, startLocalServices } from './local-services.js';
+import type { TemporalSettings } from './temporal-connection.js';
 
 /** The reference journal's first run: a few hundred transitions of history to replay before going live. */
 const JOURNAL_SEED = 20_260_101;
@@ -32,6 +33,8 @@ export interface DevStackOptions {
   io: DevStackIo;
   /** Aborted by the operator (Ctrl-C) while the services start: start nothing more. */
   signal: AbortSignal;
+  /** The Temporal settings as loaded; an address configured there is used instead of starting a dev server. */
+  temporal: TemporalSettings;
 }
 
 export interface StreamSource {
@@ -81,7 +84,14 @@ export async function startDevStack(options: DevStackOptions): Promise<DevStack 
   let stopping: Promise<void> | null = null;
   const stop = (): Promise<void> => (stopping ??= stopInReverse(stops, (text) => io.err(text)));
   try {
-    const services = await startLocalServices({ dataDir, env, log: (line) => io.err(`  ${line}`) });
+    const { temporal } = options;
+    const services = await startLocalServices({
+      dataDir,
+      env,
+      log: (line) => io.err(`  ${line}`),
+      temporalNamespace: temporal.namespace,
+      ...(temporal.addressConfigured ? { temporalAddress: temporal.address } : {}),
+    });
     stops.push({ name: 'local services', stop: () => services.stop() });
     if (options.signal.aborted) {
       await stop();

@@ -3,7 +3,7 @@
 // dispatcher alongside it. SIGINT/SIGTERM shut down gracefully: leases in flight stop at a checkpoint boundary
 // (a commit in progress finishes, nothing is half-applied), the dispatcher finishes its call, the pool closes.
 // Logs are JSON lines on stdout, the API key redacted.
-import { NativeConnection, Runtime } from '@temporalio/worker';
+import { Runtime } from '@temporalio/worker';
 import type pg from 'pg';
 import { OutboxDispatcher } from '../activities/outbox.js';
 import { createPool, migrate, StorageFailure } from '../db/index.js';
@@ -12,6 +12,7 @@ import { ConfigError, loadConfig, redact, type WorkerConfig } from './config.js'
 import { isEntryPoint } from './entry-point.js';
 import { JsonLogger } from './logger.js';
 import { onShutdownSignal } from './shutdown-signal.js';
+import { connectNative } from './temporal-connection.js';
 import { createWorker, type ConsumerWorker, type CreateWorkerOptions } from './worker.js';
 
 export const EXIT_CONFIG = 2;
@@ -142,7 +143,7 @@ export interface WorkerRuntime {
  */
 export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise<WorkerRuntime> {
   const { config, log, pool } = options;
-  const connection = await NativeConnection.connect({ address: config.temporal.address });
+  const connection = await connectNative(config.temporal);
   let consumerWorker: ConsumerWorker;
   try {
     consumerWorker = await createWorker({
@@ -210,7 +211,7 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number
 
   const log = new JsonLogger({
     level: config.logLevel,
-    secrets: [config.stream.apiKey],
+    secrets: [config.stream.apiKey, ...config.temporal.secrets()],
     bindings: { service: 'whalehunt-worker', pid: process.pid },
   });
   installRuntime(log);

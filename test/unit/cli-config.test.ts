@@ -19,10 +19,15 @@ function captureIo() {
 
 describe('CLI configuration', () => {
   it('defaults to a local Temporal and no database', () => {
-    expect(loadCliConfig({})).toEqual({
-      temporal: { address: '127.0.0.1:7233', namespace: 'default' },
-      taskQueue: 'whalehunt-consumer',
-      databaseUrl: null,
+    const config = loadCliConfig({});
+    expect(config).toMatchObject({ taskQueue: 'whalehunt-consumer', databaseUrl: null });
+    expect(config.temporal.summary).toEqual({
+      address: '127.0.0.1:7233',
+      namespace: 'default',
+      profile: null,
+      tls: 'off',
+      apiKeySet: false,
+      tlsSettings: {},
     });
   });
 

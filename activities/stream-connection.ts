@@ -62,7 +62,7 @@ export class StreamConnection {
   readonly #ageTimer: ReturnType<typeof setInterval>;
 
   constructor(
-    private readonly deps: Pick<ConsumeStreamDeps, 'store' | 'config' | 'log' | 'hooks'>,
+    private readonly deps: Pick<ConsumeStreamDeps, 'store' | 'config' | 'log' | 'hooks' | 'metrics'>,
     private readonly run: ConnectionRun,
     private readonly current: ConnectionSession,
   ) {
@@ -175,6 +175,8 @@ export class StreamConnection {
       });
     }
     if (frame.type === 'hello') this.run.counters.lastHeadPosition = frame.history.head;
+    if (frame.type === 'hello' || frame.type === 'batch')
+      this.deps.metrics?.headSeen(this.run.consumerId, frame.type === 'hello' ? frame.history.head : frame.position);
     const actions = session.receive(frame);
     if (session.state === 'streaming') clearTimeout(this.#handshakeTimer);
     await this.#perform(actions);
@@ -217,11 +219,20 @@ export class StreamConnection {
     const { store, hooks } = this.deps;
     const { session, returnsRebound } = this.current;
     let committed: CommitResult;
+    const commitStart = performance.now();
     try {
       committed = await store.commitCheckpoint(plan);
     } catch (error) {
       return this.#end(handleCommitFailure(error, plan, this.run, this.deps.log));
     }
+    const commitEnd = performance.now();
+    this.deps.metrics?.checkpointCommitted(
+      this.run.consumerId,
+      'stream',
+      plan.checkpoint.position,
+      committed,
+      (commitEnd - commitStart) / 1000,
+    );
     this.#progressed = true;
     this.run.recordCommit(plan, committed);
     await hooks?.afterCommit?.(plan.checkpoint.position);
@@ -229,7 +240,10 @@ export class StreamConnection {
     const ack = session.committed(plan, committed);
     if (this.#isActive() && !this.run.signal.aborted) {
       for (const action of ack) {
-        if (action.type === 'send' && this.#send(action.frame)) this.run.counters.acksSent += 1;
+        if (action.type === 'send' && this.#send(action.frame)) {
+          this.run.counters.acksSent += 1;
+          this.deps.metrics?.ackSent(this.run.consumerId, (performance.now() - commitEnd) / 1000);
+        }
       }
       await hooks?.afterAck?.(plan.checkpoint.position);
     }

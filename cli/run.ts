@@ -15,7 +15,7 @@ import { ReferenceStreamServer } from '../simulator/server.js';
 import { ConfigError, loadConfig, type WorkerConfig } from '../worker/config.js';
 import type { LocalServices, startLocalServices } from '../worker/local-services.js';
 import { JsonLogger } from '../worker/logger.js';
-import { installRuntime, startWorkerRuntime, type WorkerRuntime } from '../worker/main.js';
+import { installRuntimeWithTelemetry, startWorkerRuntime, type WorkerRuntime } from '../worker/main.js';
 import { consumerWorkflowId, statusQuery, type ConsumerStatus } from '../workflows/definitions.js';
 import type { CliCommand } from './args.js';
 import { startConsumer, type CommandIo } from './commands.js';
@@ -109,12 +109,16 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
       bindings: { service: 'whalehunt-run', pid: process.pid },
       write: (line) => void logFile.write(line),
     });
-    installRuntime(log);
+    const telemetry = await installRuntimeWithTelemetry(config, log, pool);
+    if (telemetry) {
+      stops.push({ name: 'metrics endpoint', stop: () => telemetry.close() });
+      io.out(`metrics: ${telemetry.url}/metrics (health: ${telemetry.url}/healthz, ${telemetry.url}/readyz)`);
+    }
     log.info('main job starting', { consumerId: cmd.consumerId, dataDir, referenceStream: stream.server !== null });
     if (shuttingDown) return 130;
 
     io.out('starting the worker (bundling workflow code takes a few seconds)...');
-    const runtime: WorkerRuntime = await startWorkerRuntime({ config, log, pool });
+    const runtime: WorkerRuntime = await startWorkerRuntime({ config, log, pool, telemetry });
     stops.push({ name: 'worker', stop: () => runtime.shutdown() });
     // A fatal worker error ends the job like Ctrl-C does, with the reason printed.
     runtime.done.catch((error: unknown) => {
@@ -236,6 +240,9 @@ function workerConfig(env: NodeJS.ProcessEnv, services: LocalServices, stream: S
     TEMPORAL_NAMESPACE: services.temporal.namespace,
     WHALEHUNT_URL: stream.url,
     WHALEHUNT_API_KEY: stream.apiKey,
+    // The job always serves metrics: on METRICS_PORT if set, else a free local port (printed at start).
+    METRICS_PORT: env.METRICS_PORT ?? '0',
+    METRICS_HOST: env.METRICS_HOST ?? '127.0.0.1',
   });
 }
 

@@ -14,6 +14,9 @@ export type DecisionKind = 'gap' | 'binding' | 'quarantine';
 /** The events of one committed checkpoint, by what the commit did with them. */
 export interface CommittedEvents {
   applied: number;
+  /** Recorded, changed nothing (e.g. a correction older than the saved revision). */
+  noEffect: number;
+  /** Already committed before (a replay): no new receipt. */
   duplicates: number;
   quarantined: number;
 }
@@ -106,7 +109,12 @@ export function meterMetrics(meter: MetricMeter): ConsumerMetrics {
     },
     checkpointCommitted(consumer, kind, position, events, duration) {
       checkpointsCommitted.add(1, { consumer, kind });
-      const byOutcome = { applied: events.applied, duplicate: events.duplicates, quarantined: events.quarantined };
+      const byOutcome = {
+        applied: events.applied,
+        no_effect: events.noEffect,
+        duplicate: events.duplicates,
+        quarantined: events.quarantined,
+      };
       for (const [outcome, count] of Object.entries(byOutcome)) {
         // Add zero too: every outcome's series exists from the first commit, so rate() sees its start.
         eventsCommitted.add(count, { consumer, kind, outcome });

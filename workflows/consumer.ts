@@ -300,6 +300,7 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
     }
     if (pauseRequest && RUNNING_PHASES.includes(state.phase)) {
       state.stopFor('paused', `paused by ${pauseRequest.actor}: ${pauseRequest.reason}`, nowIso());
+      log.info('consumer paused', { consumerId: id, actor: pauseRequest.actor, reason: pauseRequest.reason });
       publish();
     }
     switch (state.phase) {
@@ -485,7 +486,10 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
       state.lastError = `resume could not read the committed checkpoint: ${errorMessage(error)}`;
       return;
     }
-    if (state.phase === 'paused') state.proceed();
+    if (state.phase === 'paused') {
+      state.proceed();
+      log.info('consumer resumed', { consumerId: id, actor: request.actor, reason: request.reason });
+    }
   }
 
   async function decideGap(): Promise<void> {

@@ -4,7 +4,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { noopMetricMeter } from '@temporalio/common';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createPool } from '../../db/index.js';
 import { useTestDatabase } from '../support/db.js';

@@ -10,6 +10,7 @@ import { SessionFence } from '../protocol/session-fence.js';
 import type { StagingLimits } from '../protocol/staging.js';
 import type { ActionRules, CheckpointPlan, CommittedState, QuarantinePolicy } from '../protocol/types.js';
 import type { CheckpointOutcome, CommitResult } from '../db/commit.js';
+import type { ConsumerMetrics } from './metrics.js';
 import { StreamConnection, type ConnectionEnd, type OutcomeStop } from './stream-connection.js';
 import { DatabaseBehind, StreamTransportError } from './stream-errors.js';
 import type {
@@ -53,6 +54,8 @@ export interface ConsumeStreamDeps {
   };
   config: ConsumeStreamConfig;
   log: ConsumeStreamLog;
+  /** Where commits, ACKs, reconnects and the head seen are reported (default: nowhere). */
+  metrics?: ConsumerMetrics;
   /** Test cut points (kill -9 between stage, commit and ACK; a freeze inside the commit, given to the store). */
   hooks?: {
     afterStage?(position: number): void | Promise<void>;
@@ -87,6 +90,14 @@ export async function consumeStream(
   if (state === null || (expected !== null && state.version < expected.version)) {
     throw new DatabaseBehind(input.consumerId, state?.version ?? null, expected?.version ?? 0);
   }
+  deps.metrics?.leaseStarted(input.consumerId, state.position);
+  deps.log.info('lease started', {
+    consumerId: input.consumerId,
+    leaseMs: input.leaseMs,
+    start: input.start.mode,
+    position: state.position,
+    leaseEpoch: state.leaseEpoch,
+  });
   return new StreamRun(deps, input, ctx, state).run();
 }
 
@@ -133,6 +144,7 @@ class StreamRun {
         if (this.#committedThisRun && start.returnsRebound)
           return this.#outcome({ kind: 'rebound', generation: this.#state.generation ?? 0 });
         if (end.kind === 'finished') continue;
+        this.deps.metrics?.reconnected(this.input.consumerId, end.code);
         failures = end.progressed ? 1 : failures + 1;
         if (failures > reconnect.maxAttempts) {
           throw new StreamTransportError(

@@ -30,6 +30,13 @@ import {
 } from './consume-stream.js';
 import { DatabaseBehind, LeaseLost, StreamTransportError } from './stream-errors.js';
 import {
+  AWAITING_DECISION_REASONS,
+  noMetrics,
+  type AwaitingDecisionReason,
+  type ConsumerMetrics,
+  type DecisionKind,
+} from './metrics.js';
+import {
   consumePages as runConsumePages,
   InvalidPageConsumerConfig,
   type ConsumePagesInput,
@@ -59,6 +66,8 @@ export interface ActivityDeps {
   pool: pg.Pool;
   config: ActivitiesConfig;
   log: ConsumeStreamLog;
+  /** Where the activities report commits, reconnects and decisions (default: nowhere). */
+  metrics?: ConsumerMetrics;
   /** Test cut points inside the streaming run (kill -9 between stage, commit and ACK). */
   hooks?: ConsumeStreamDeps['hooks'];
   /** Where the streaming run takes its lease and commits; default: the db functions on `pool`. */
@@ -151,11 +160,13 @@ export function committedView(state: CommittedState | null): CommittedView {
 
 export function createActivities(deps: ActivityDeps) {
   const { pool, log } = deps;
+  const metrics = deps.metrics ?? noMetrics;
   const apiKey = deps.config.stream.apiKey;
   const streamDeps: ConsumeStreamDeps = {
     store: deps.store ?? poolStore(pool, deps.hooks),
     config: deps.config.stream,
     log,
+    metrics,
     ...(deps.hooks ? { hooks: deps.hooks } : {}),
   };
   const pageStore = poolPageStore(pool);
@@ -215,6 +226,23 @@ export function createActivities(deps: ActivityDeps) {
     }
   }
 
+  /** Logs and counts a recorded operator decision. */
+  function decided(
+    kind: DecisionKind,
+    input: DecisionInput<GapDecision | BindingDecision | QuarantineDecision>,
+    fields: Record<string, unknown> = {},
+  ): void {
+    metrics.decisionRecorded(input.consumerId, kind, input.decision);
+    log.info('decision recorded', {
+      consumerId: input.consumerId,
+      kind,
+      decision: input.decision,
+      actor: input.actor,
+      reason: input.reason,
+      ...fields,
+    });
+  }
+
   return {
     /**
      * One bounded streaming lease. Heartbeats carry small progress details; cancellation stops at a checkpoint
@@ -222,12 +250,20 @@ export function createActivities(deps: ActivityDeps) {
      */
     async consumeStream(input: ConsumeStreamInput): Promise<ConsumeOutcome> {
       const ctx = Context.current();
-      return guarded(() =>
+      const outcome = await guarded(() =>
         runConsumeStream(streamDeps, input, {
           heartbeat: (details) => ctx.heartbeat(details),
           signal: ctx.cancellationSignal,
         }),
       );
+      log.info('lease ended', {
+        consumerId: input.consumerId,
+        outcome: outcome.kind,
+        position: outcome.committed.position,
+        checkpointsCommitted: outcome.counters.checkpointsCommitted,
+      });
+      if (isAwaitingDecision(outcome.kind)) metrics.awaitingDecision(input.consumerId, outcome.kind);
+      return outcome;
     },
 
     /**
@@ -273,11 +309,15 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     async recordGapDecision(input: DecisionInput<GapDecision>): Promise<CommittedView> {
-      return guarded(async () => committedView(await recordGapDecision(pool, input)));
+      const view = await guarded(async () => committedView(await recordGapDecision(pool, input)));
+      decided('gap', input);
+      return view;
     },
 
     async recordBindingDecision(input: DecisionInput<BindingDecision>): Promise<CommittedView> {
-      return guarded(async () => committedView(await recordBindingDecision(pool, input)));
+      const view = await guarded(async () => committedView(await recordBindingDecision(pool, input)));
+      decided('binding', input);
+      return view;
     },
 
     /** Decides held quarantine; deciding nothing (no held record matched) is refused so the operator sees it. */
@@ -293,6 +333,7 @@ export function createActivities(deps: ActivityDeps) {
             nonRetryable: true,
           });
         }
+        decided('quarantine', input, { resolved });
         return { resolved };
       });
     },
@@ -317,6 +358,10 @@ export function createActivities(deps: ActivityDeps) {
       }
     },
   };
+}
+
+function isAwaitingDecision(kind: ConsumeOutcome['kind']): kind is AwaitingDecisionReason {
+  return (AWAITING_DECISION_REASONS as readonly string[]).includes(kind);
 }
 
 export type Activities = ReturnType<typeof createActivities>;

@@ -65,7 +65,7 @@ export class StreamConnection {
   readonly #ageTimer: ReturnType<typeof setInterval>;
 
   constructor(
-    private readonly deps: Pick<ConsumeStreamDeps, 'store' | 'config' | 'log' | 'hooks'>,
+    private readonly deps: Pick<ConsumeStreamDeps, 'store' | 'config' | 'log' | 'hooks' | 'metrics'>,
     private readonly run: ConnectionRun,
     private readonly current: ConnectionSession,
   ) {
@@ -178,6 +178,8 @@ export class StreamConnection {
       });
     }
     if (frame.type === 'hello') this.run.counters.lastHeadPosition = frame.history.head;
+    if (frame.type === 'hello' || frame.type === 'batch')
+      this.deps.metrics?.headSeen(this.run.consumerId, frame.type === 'hello' ? frame.history.head : frame.position);
     const actions = session.receive(frame);
     if (session.state === 'streaming') clearTimeout(this.#handshakeTimer);
     await this.#perform(actions);
@@ -221,6 +223,7 @@ export class StreamConnection {
     const { session, returnsRebound } = this.current;
     let committed: CheckpointOutcome;
     const { commitBoundMs } = this.deps.config;
+    const commitStart = performance.now();
     try {
       committed = await withinBound(store.commitCheckpoint(plan), commitBoundMs, () => {
         this.deps.log.error('commit stalled past its bound; failing the run without ACK', {
@@ -234,6 +237,14 @@ export class StreamConnection {
       return this.#end(handleCommitFailure(error, plan, this.run, this.deps.log));
     }
     if (committed.kind !== 'committed') return this.#end(handleCommitRefusal(committed, plan, this.run, this.deps.log));
+    const commitEnd = performance.now();
+    this.deps.metrics?.checkpointCommitted(
+      this.run.consumerId,
+      'stream',
+      plan.checkpoint.position,
+      committed,
+      (commitEnd - commitStart) / 1000,
+    );
     this.#progressed = true;
     this.run.recordCommit(plan, committed);
     await hooks?.afterCommit?.(plan.checkpoint.position);
@@ -241,7 +252,10 @@ export class StreamConnection {
     const ack = session.committed(plan, committed);
     if (this.#isActive() && !this.run.signal.aborted) {
       for (const action of ack) {
-        if (action.type === 'send' && this.#send(action.frame)) this.run.counters.acksSent += 1;
+        if (action.type === 'send' && this.#send(action.frame)) {
+          this.run.counters.acksSent += 1;
+          this.deps.metrics?.ackSent(this.run.consumerId, (performance.now() - commitEnd) / 1000);
+        }
       }
       await hooks?.afterAck?.(plan.checkpoint.position);
     }

@@ -10,7 +10,7 @@ import { consumerSummary, type ConsumerSummary } from '../db/index.js';
 import { ConfigError, loadConfig, type WorkerConfig } from '../worker/config.js';
 import { startDevStack, stopInReverse, type DevStack, type NamedStop, type StreamSource } from '../worker/dev-stack.js';
 import { JsonLogger } from '../worker/logger.js';
-import { installRuntime, startWorkerRuntime, type WorkerRuntime } from '../worker/main.js';
+import { installRuntimeWithTelemetry, startWorkerRuntime, type WorkerRuntime } from '../worker/main.js';
 import { onShutdownSignal } from '../worker/shutdown-signal.js';
 import { loadTemporalSettings, TemporalSettingsError } from '../worker/temporal-connection.js';
 import { headAndLagAt } from '../protocol/progress.js';
@@ -83,7 +83,11 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
       bindings: { service: 'whalehunt-run', pid: process.pid },
       write: (line) => void logFile.write(line),
     });
-    installRuntime(log);
+    const telemetry = await installRuntimeWithTelemetry(config, log, stack.pool);
+    if (telemetry) {
+      stops.push({ name: 'metrics endpoint', stop: () => telemetry.close() });
+      io.out(`metrics: ${telemetry.url}/metrics (health: ${telemetry.url}/healthz, ${telemetry.url}/readyz)`);
+    }
     log.info('main job starting', {
       consumerId: cmd.consumerId,
       dataDir,
@@ -92,7 +96,7 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
     if (shutdown.signal.aborted) return 130;
 
     io.out('starting the worker (bundling workflow code takes a few seconds)...');
-    const runtime: WorkerRuntime = await startWorkerRuntime({ config, log, pool: stack.pool });
+    const runtime: WorkerRuntime = await startWorkerRuntime({ config, log, pool: stack.pool, telemetry });
     stops.push({ name: 'worker', stop: () => runtime.shutdown() });
     // A fatal worker error ends the job like Ctrl-C does, with the reason printed.
     runtime.done.catch((error: unknown) => {
@@ -152,7 +156,13 @@ async function reportResumePoint(pool: pg.Pool, consumerId: string, lastSeen: La
 function workerConfig(env: NodeJS.ProcessEnv, stack: DevStack, temporalConfigured: boolean): WorkerConfig {
   // Only the dev server this job started is set here; a configured Temporal keeps its variables and profile.
   const { TEMPORAL_ADDRESS: _address, TEMPORAL_NAMESPACE: _namespace, ...streamAndDatabase } = stack.workerEnv;
-  return loadConfig({ ...env, ...(temporalConfigured ? streamAndDatabase : stack.workerEnv) });
+  return loadConfig({
+    ...env,
+    ...(temporalConfigured ? streamAndDatabase : stack.workerEnv),
+    // The job always serves metrics: on METRICS_PORT if set, else a free local port (printed at start).
+    METRICS_PORT: env.METRICS_PORT ?? '0',
+    METRICS_HOST: env.METRICS_HOST ?? '127.0.0.1',
+  });
 }
 
 async function ensureConsumer(

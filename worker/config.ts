@@ -6,7 +6,7 @@ import { QUARANTINE_REASONS, type QuarantineReason } from '../protocol/types.js'
 import type { ConsumeStreamConfig } from '../activities/consume-stream.js';
 import { commitBoundMs, DEFAULT_SESSION_BOUNDS, type SessionBounds } from '../db/session-settings.js';
 import { DEFAULT_HEARTBEAT_TIMEOUT_MS, DEFAULT_LEASE_MS, TASK_QUEUE } from '../workflows/definitions.js';
-import { LOG_LEVELS, type LogLevel } from './logger.js';
+import { LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from './logger.js';
 import { loadTemporalSettings, TemporalSettingsError, type TemporalSettings } from './temporal-connection.js';
 
 export interface WorkerConfig {
@@ -24,6 +24,9 @@ export interface WorkerConfig {
   /** The paginated history source (PROTOCOL.md section 8): events asked per page, events per durable chunk. */
   pages: { stream: string; limit: number; chunkSize: number };
   logLevel: LogLevel;
+  logFormat: LogFormat;
+  /** The /metrics, /healthz and /readyz endpoint; off when METRICS_PORT is unset (0 picks a free port). */
+  metrics: { port: number; host: string } | null;
 }
 
 export class ConfigError extends Error {
@@ -65,6 +68,8 @@ const url = (protocols: RegExp, what: string) =>
     .string()
     .trim()
     .refine((s) => protocols.test(s) && URL.canParse(s), `must be a ${what} URL`);
+
+const PORT_PROBLEM = 'must be a port number (0-65535; 0 picks a free one)';
 
 const envSchema = z.object({
   DATABASE_URL: required('a postgres:// connection URL').pipe(url(/^postgres(ql)?:\/\//, 'postgres://')),
@@ -117,6 +122,21 @@ const envSchema = z.object({
     .default('INFO')
     .transform((s) => s.toUpperCase())
     .pipe(z.enum(LOG_LEVELS as [LogLevel, ...LogLevel[]], { error: `must be one of ${LOG_LEVELS.join(', ')}` })),
+  LOG_FORMAT: z
+    .string()
+    .trim()
+    .default('json')
+    .transform((s) => s.toLowerCase())
+    .pipe(z.enum(LOG_FORMATS, { error: `must be one of ${LOG_FORMATS.join(', ')}` })),
+  METRICS_PORT: optionalText.pipe(
+    z
+      .string()
+      .regex(/^\d{1,5}$/, PORT_PROBLEM)
+      .transform(Number)
+      .refine((port) => port <= 65_535, PORT_PROBLEM)
+      .optional(),
+  ),
+  METRICS_HOST: z.string().trim().min(1, 'must not be empty').default('0.0.0.0'),
 });
 
 function boundsOf(env: {
@@ -185,6 +205,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
     whaleAlert: { minNotional: e.WHALE_ALERT_MIN_NOTIONAL ?? null, webhookUrl: e.WHALE_ALERT_WEBHOOK_URL ?? null },
     pages: { stream: e.PAGE_STREAM, limit: e.PAGE_LIMIT, chunkSize: e.PAGE_CHUNK_SIZE },
     logLevel: e.LOG_LEVEL,
+    logFormat: e.LOG_FORMAT,
+    metrics: e.METRICS_PORT === undefined ? null : { port: e.METRICS_PORT, host: e.METRICS_HOST },
   };
 }
 

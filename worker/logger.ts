@@ -11,6 +11,9 @@ const SEVERITY: Record<LogLevel, number> = { TRACE: 10, DEBUG: 20, INFO: 30, WAR
 export const LOG_LEVELS = Object.keys(SEVERITY) as LogLevel[];
 
 export { REDACTED };
+/** json: one object per line (for collectors); pretty: `time LEVEL message key=value` (for people). */
+export const LOG_FORMATS = ['json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
 /** Field names whose values are never logged, whatever they hold. */
 const SECRET_KEY = /^(api[-_]?key|authorization|password|secret|whalehunt_api_key)$/i;
 /** user:password@ in any URL-like string (postgres://, https://). */
@@ -20,6 +23,7 @@ const MIN_SECRET_LENGTH = 4;
 
 export interface JsonLoggerOptions {
   level?: LogLevel;
+  format?: LogFormat;
   /** Values that must never appear in a log line (the API key). */
   secrets?: readonly string[];
   /** Fields added to every line. */
@@ -31,6 +35,7 @@ export interface JsonLoggerOptions {
 
 export class JsonLogger implements Logger {
   readonly level: LogLevel;
+  private readonly format: LogFormat;
   private readonly secrets: readonly string[];
   private readonly bindings: Record<string, unknown>;
   private readonly write: (line: string) => void;
@@ -38,6 +43,7 @@ export class JsonLogger implements Logger {
 
   constructor(options: JsonLoggerOptions = {}) {
     this.level = options.level ?? 'INFO';
+    this.format = options.format ?? 'json';
     // Keep each secret's JSON-escaped spelling too: lines are redacted after serialisation.
     this.secrets = [
       ...new Set(
@@ -55,6 +61,7 @@ export class JsonLogger implements Logger {
   child(bindings: Record<string, unknown>): JsonLogger {
     return new JsonLogger({
       level: this.level,
+      format: this.format,
       secrets: this.secrets,
       bindings: { ...this.bindings, ...bindings },
       write: this.write,
@@ -68,7 +75,7 @@ export class JsonLogger implements Logger {
     if (meta) {
       for (const [key, value] of Object.entries(meta)) record[key] = value;
     }
-    this.write(`${this.serialise(record)}\n`);
+    this.write(`${this.format === 'pretty' ? this.pretty(record) : this.serialise(record)}\n`);
   }
 
   trace(message: string, meta?: LogMetadata): void {
@@ -94,8 +101,16 @@ export class JsonLogger implements Logger {
     return out;
   }
 
-  private serialise(record: Record<string, unknown>): string {
+  /** `time LEVEL message key=value …`; values are JSON, so the same redaction applies as to a JSON line. */
+  private pretty(record: Record<string, unknown>): string {
+    const { time, level, msg, ...fields } = record;
+    const pairs = Object.entries(fields).map(([key, value]) => `${key}=${this.serialise(value, key)}`);
+    return this.redactText([time, String(level).padEnd(5), msg, ...pairs].join(' '));
+  }
+
+  private serialise(record: unknown, ownKey = ''): string {
     const seen = new WeakSet<object>();
+    if (ownKey !== '' && SECRET_KEY.test(ownKey)) return JSON.stringify(REDACTED);
     const json = JSON.stringify(record, (key, value: unknown) => {
       if (key !== '' && SECRET_KEY.test(key)) return REDACTED;
       if (typeof value === 'bigint') return value.toString();

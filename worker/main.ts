@@ -13,6 +13,8 @@ import { isEntryPoint } from './entry-point.js';
 import { JsonLogger } from './logger.js';
 import { onShutdownSignal } from './shutdown-signal.js';
 import { connectNative } from './temporal-connection.js';
+import { freeLoopbackPort, prometheusExporter, startWorkerTelemetry, type WorkerTelemetry } from './telemetry.js';
+import { WORKER_HELP } from './help.js';
 import { createWorker, type ConsumerWorker, type CreateWorkerOptions } from './worker.js';
 
 export const EXIT_CONFIG = 2;
@@ -111,15 +113,52 @@ export async function migrateWhenReachable(pool: pg.Pool, log: JsonLogger): Prom
   }
 }
 
-/** Routes the Temporal SDK's own logs through `logger`; once per process, before any connection. */
-export function installRuntime(logger: JsonLogger): void {
+/**
+ * Routes the Temporal SDK's own logs through `logger`; once per process, before any connection. With
+ * `prometheusBindAddress`, Core exports the SDK's and the consumer's metrics there.
+ */
+export function installRuntime(logger: JsonLogger, options: { prometheusBindAddress?: string } = {}): void {
   // No shutdown signals: the process's own handlers decide the order of shutdown (worker, dispatcher, pool).
   // Core's native logs are forwarded too, so stdout holds JSON lines only.
   Runtime.install({
     logger: logger.child({ component: 'temporal' }),
     shutdownSignals: [],
-    telemetryOptions: { logging: { filter: { core: 'WARN', other: 'ERROR' }, forward: {} } },
+    telemetryOptions: {
+      logging: { filter: { core: 'WARN', other: 'ERROR' }, forward: {} },
+      ...(options.prometheusBindAddress ? { metrics: prometheusExporter(options.prometheusBindAddress) } : {}),
+    },
   });
+}
+
+/**
+ * installRuntime, plus the METRICS_PORT endpoint when configured: Core's exporter on a private loopback port,
+ * served with /healthz and /readyz on METRICS_PORT. Returns null when METRICS_PORT is unset.
+ */
+export async function installRuntimeWithTelemetry(
+  config: WorkerConfig,
+  log: JsonLogger,
+  pool: pg.Pool,
+): Promise<WorkerTelemetry | null> {
+  if (!config.metrics) {
+    installRuntime(log);
+    return null;
+  }
+  const corePort = await freeLoopbackPort();
+  installRuntime(log, { prometheusBindAddress: `127.0.0.1:${corePort}` });
+  const telemetryLog = log.child({ component: 'telemetry' });
+  const telemetry = await startWorkerTelemetry({
+    ...config.metrics,
+    metricsUpstream: `http://127.0.0.1:${corePort}/metrics`,
+    meter: Runtime.instance().metricMeter,
+    pool,
+    onError: (message, fields) => telemetryLog.warn(message, fields),
+  });
+  log.info('metrics endpoint listening', {
+    metrics: `${telemetry.url}/metrics`,
+    healthz: `${telemetry.url}/healthz`,
+    readyz: `${telemetry.url}/readyz`,
+  });
+  return telemetry;
 }
 
 export interface WorkerRuntimeOptions {
@@ -128,6 +167,8 @@ export interface WorkerRuntimeOptions {
   pool: pg.Pool;
   workflowBundlePath?: string;
   hooks?: CreateWorkerOptions['hooks'];
+  /** The process's endpoint: the activities report to its metrics, /readyz asks this worker. */
+  telemetry?: WorkerTelemetry | null;
 }
 
 export interface WorkerRuntime {
@@ -151,6 +192,7 @@ export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise
       pool,
       connection,
       log: log.child({ component: 'activities' }),
+      ...(options.telemetry ? { metrics: options.telemetry.metrics } : {}),
       ...(options.workflowBundlePath ? { workflowBundle: { codePath: options.workflowBundlePath } } : {}),
       ...(options.hooks ? { hooks: options.hooks } : {}),
     });
@@ -169,10 +211,21 @@ export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise
   }
 
   const cleanup = async (): Promise<void> => {
+    options.telemetry?.attach(null);
     await dispatcher?.stop();
     await connection.close();
   };
   const done = consumerWorker.run().finally(cleanup);
+  options.telemetry?.attach({
+    checkTemporal: async () => {
+      await connection.healthService.check({});
+      return { ok: true };
+    },
+    polling: () => {
+      const state = consumerWorker.worker.getState();
+      return state === 'RUNNING' ? { ok: true } : { ok: false, detail: `worker ${state.toLowerCase()}` };
+    },
+  });
   log.info('worker running', {
     taskQueue: config.taskQueue,
     namespace: config.temporal.namespace,
@@ -192,7 +245,14 @@ export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise
 }
 
 /** The process entry; resolves to the exit code. */
-export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number> {
+export async function main(
+  env: NodeJS.ProcessEnv = process.env,
+  args: readonly string[] = process.argv.slice(2),
+): Promise<number> {
+  if (args.includes('--help') || args.includes('-h')) {
+    process.stdout.write(WORKER_HELP);
+    return 0;
+  }
   let config: WorkerConfig;
   let crash: ReturnType<typeof parseCrashAt>;
   let freezeAt: number | null;
@@ -211,16 +271,10 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number
 
   const log = new JsonLogger({
     level: config.logLevel,
+    format: config.logFormat,
     secrets: [config.stream.apiKey, ...config.temporal.secrets()],
     bindings: { service: 'whalehunt-worker', pid: process.pid },
   });
-  installRuntime(log);
-  log.info('starting', {
-    config: redact(config),
-    ...(crash ? { testCrashAt: crash } : {}),
-    ...(freezeAt !== null ? { testFreezeInCommitAt: freezeAt } : {}),
-  });
-
   const dbLog = log.child({ component: 'database' });
   const pool = createPool(config.databaseUrl, {
     bounds: config.databaseBounds,
@@ -230,6 +284,19 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number
         error: { name: error.name, message: error.message, code: (error as { code?: unknown }).code },
       }),
     onConnectionRestored: () => dbLog.info('database connection restored'),
+  });
+  let telemetry: WorkerTelemetry | null;
+  try {
+    telemetry = await installRuntimeWithTelemetry(config, log, pool);
+  } catch (error) {
+    log.error('metrics endpoint failed to start', { error });
+    await pool.end();
+    return EXIT_FAILURE;
+  }
+  log.info('starting', {
+    config: redact(config),
+    ...(crash ? { testCrashAt: crash } : {}),
+    ...(freezeAt !== null ? { testFreezeInCommitAt: freezeAt } : {}),
   });
   const hooks: CreateWorkerOptions['hooks'] = {
     ...(crash ? crashHooks(crash, log) : {}),
@@ -265,6 +332,7 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number
       pool,
       ...(env[WORKFLOW_BUNDLE_VARIABLE] ? { workflowBundlePath: env[WORKFLOW_BUNDLE_VARIABLE] } : {}),
       ...(crash || freezeAt !== null ? { hooks } : {}),
+      telemetry,
     });
     await runtime.done;
     log.info('worker stopped');
@@ -274,6 +342,7 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number
     await runtime?.shutdown().catch(() => undefined);
     return EXIT_FAILURE;
   } finally {
+    await telemetry?.close();
     await pool.end();
   }
 }

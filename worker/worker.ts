@@ -22,6 +22,8 @@ export interface CreateWorkerOptions {
   hooks?: ActivityDeps['hooks'];
   /** Replaces the streaming run's lease/commit store (tests inject commit failures). */
   store?: ActivityDeps['store'];
+  /** Where the activities report metrics (default: nowhere). */
+  metrics?: ActivityDeps['metrics'];
   /** Where activity logs go (default: JSON lines on stdout, the API key redacted). */
   log?: ConsumeStreamLog;
   /** Replaces single activities (tests wrap one to misbehave, e.g. a zombie attempt). */
@@ -52,6 +54,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Consum
     log,
     ...(options.hooks ? { hooks: options.hooks } : {}),
     ...(options.store ? { store: options.store } : {}),
+    ...(options.metrics ? { metrics: options.metrics } : {}),
   });
   const worker = await Worker.create({
     connection: options.connection,

@@ -64,6 +64,7 @@ export class ConsumerSteps {
   stopForPause(): void {
     const pause = this.inbox.pause!;
     this.stopFor('paused', `paused by ${pause.actor}: ${pause.reason}`);
+    log.info('consumer paused', { consumerId: this.state.consumerId, actor: pause.actor, reason: pause.reason });
   }
 
   /** Reads the committed checkpoint (the authority) and starts from it; an explicit first start only without one. */
@@ -205,7 +206,10 @@ export class ConsumerSteps {
       this.state.lastError = `resume could not read the committed checkpoint: ${errorMessage(error)}`;
       return;
     }
-    if (this.state.phase === 'paused') this.state.proceed();
+    if (this.state.phase === 'paused') {
+      this.state.proceed();
+      log.info('consumer resumed', { consumerId: this.state.consumerId, actor: request.actor, reason: request.reason });
+    }
   }
 
   async decideGap(): Promise<void> {

@@ -1,0 +1,167 @@
+// The consumer's metrics, in one place: what the activities and the worker report, and their Prometheus names.
+// They are emitted through the Temporal SDK's metric meter, so the worker's own metrics (task latencies, slots,
+// polls) and these share one exporter and one scrape; no second metrics library. Core's Prometheus exporter
+// adds `_total` to counters (countersTotalSuffix) and keeps these names otherwise; durations are seconds.
+import type { MetricCounter, MetricGauge, MetricHistogram, MetricMeter } from '@temporalio/common';
+
+/** Which consumer committed: the streaming run or the paginated history run. */
+export type ConsumerKind = 'stream' | 'pages';
+/** Why a consumer's run ended waiting for an operator decision. */
+export const AWAITING_DECISION_REASONS = ['reset_required', 'cursor_mismatch', 'held_quarantine'] as const;
+export type AwaitingDecisionReason = (typeof AWAITING_DECISION_REASONS)[number];
+export type DecisionKind = 'gap' | 'binding' | 'quarantine';
+
+/** The events of one committed checkpoint, by what the commit did with them. */
+export interface CommittedEvents {
+  applied: number;
+  /** Recorded, changed nothing (e.g. a correction older than the saved revision). */
+  noEffect: number;
+  /** Already committed before (a replay): no new receipt. */
+  duplicates: number;
+  quarantined: number;
+}
+
+/** Counts read from the database when the endpoint is scraped (shared state, not one process's doing). */
+export interface StoreSample {
+  outboxPending: number;
+  outboxDead: number;
+  /** Held quarantine records per consumer. */
+  quarantineHeld: ReadonlyMap<string, number>;
+}
+
+export interface ConsumerMetrics {
+  /** A lease began: the run's committed position is known and the consumer no longer waits for a decision. */
+  leaseStarted(consumerId: string, committedPosition: number | null): void;
+  checkpointCommitted(
+    consumerId: string,
+    kind: ConsumerKind,
+    position: number,
+    events: CommittedEvents,
+    seconds: number,
+  ): void;
+  /** The ACK of a committed checkpoint left, `seconds` after its commit returned. */
+  ackSent(consumerId: string, seconds: number): void;
+  /** A position the stream showed as existing (hello's head, a batch's position). */
+  headSeen(consumerId: string, position: number): void;
+  reconnected(consumerId: string, code: string): void;
+  awaitingDecision(consumerId: string, reason: AwaitingDecisionReason): void;
+  decisionRecorded(consumerId: string, kind: DecisionKind, decision: string): void;
+  storeSampled(sample: StoreSample): void;
+}
+
+/** The Prometheus names as scraped (dashboard, alert rules and tests use these). */
+export const METRIC_NAMES = {
+  eventsCommitted: 'whalehunt_events_committed_total',
+  checkpointsCommitted: 'whalehunt_checkpoints_committed_total',
+  commitDuration: 'whalehunt_commit_duration_seconds',
+  commitToAck: 'whalehunt_commit_to_ack_seconds',
+  committedPosition: 'whalehunt_committed_position',
+  headPosition: 'whalehunt_head_position',
+  reconnects: 'whalehunt_reconnects_total',
+  quarantineHeld: 'whalehunt_quarantine_held',
+  outboxPending: 'whalehunt_outbox_pending',
+  outboxDead: 'whalehunt_outbox_dead',
+  decisions: 'whalehunt_decisions_total',
+  awaitingDecision: 'whalehunt_consumer_awaiting_decision',
+} as const;
+
+/** Commits take milliseconds; Core's default buckets start at 50 ms. Keyed by the name given to the meter. */
+export const HISTOGRAM_BUCKETS: Record<string, number[]> = {
+  [METRIC_NAMES.commitDuration]: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  [METRIC_NAMES.commitToAck]: [0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+};
+
+/** Counters are created without `_total`: the exporter appends it. */
+const counterName = (scraped: string): string => scraped.replace(/_total$/, '');
+
+export function meterMetrics(meter: MetricMeter): ConsumerMetrics {
+  const n = METRIC_NAMES;
+  const counter = (name: string, description: string): MetricCounter =>
+    meter.createCounter(counterName(name), undefined, description);
+  const gauge = (name: string, description: string): MetricGauge =>
+    meter.createGauge(name, 'int', undefined, description);
+  const seconds = (name: string, description: string): MetricHistogram =>
+    meter.createHistogram(name, 'float', 's', description);
+
+  const eventsCommitted = counter(n.eventsCommitted, 'Events in committed checkpoints, by what the commit did');
+  const checkpointsCommitted = counter(n.checkpointsCommitted, 'Checkpoints committed');
+  const commitDuration = seconds(n.commitDuration, 'Time to commit one checkpoint');
+  const commitToAck = seconds(n.commitToAck, 'Time from a commit returning to its ACK being sent');
+  const committedPosition = gauge(n.committedPosition, 'Position of the last committed checkpoint');
+  const headPosition = gauge(n.headPosition, 'Highest stream position seen (hello head or batch)');
+  const reconnects = counter(n.reconnects, 'Stream sessions that ended and reconnected, by code');
+  const quarantineHeld = gauge(n.quarantineHeld, 'Held quarantine records waiting for a decision');
+  const outboxPending = gauge(n.outboxPending, 'Outbox actions not yet performed (pending or claimed)');
+  const outboxDead = gauge(n.outboxDead, 'Outbox actions that failed for good');
+  const decisions = counter(n.decisions, 'Operator decisions recorded');
+  const awaiting = gauge(n.awaitingDecision, '1 while a consumer waits for an operator decision, by reason');
+
+  const heads = new Map<string, number>();
+  const heldReported = new Set<string>();
+  const setAwaiting = (consumer: string, active: AwaitingDecisionReason | null): void => {
+    for (const reason of AWAITING_DECISION_REASONS) awaiting.set(reason === active ? 1 : 0, { consumer, reason });
+  };
+
+  return {
+    leaseStarted(consumer, position) {
+      setAwaiting(consumer, null);
+      if (position !== null) committedPosition.set(position, { consumer });
+    },
+    checkpointCommitted(consumer, kind, position, events, duration) {
+      checkpointsCommitted.add(1, { consumer, kind });
+      const byOutcome = {
+        applied: events.applied,
+        no_effect: events.noEffect,
+        duplicate: events.duplicates,
+        quarantined: events.quarantined,
+      };
+      for (const [outcome, count] of Object.entries(byOutcome)) {
+        // Add zero too: every outcome's series exists from the first commit, so rate() sees its start.
+        eventsCommitted.add(count, { consumer, kind, outcome });
+      }
+      commitDuration.record(duration, { consumer, kind });
+      committedPosition.set(position, { consumer });
+    },
+    ackSent(consumer, duration) {
+      commitToAck.record(duration, { consumer });
+    },
+    headSeen(consumer, position) {
+      if (position <= (heads.get(consumer) ?? -1)) return;
+      heads.set(consumer, position);
+      headPosition.set(position, { consumer });
+    },
+    reconnected(consumer, code) {
+      reconnects.add(1, { consumer, code });
+    },
+    awaitingDecision(consumer, reason) {
+      setAwaiting(consumer, reason);
+    },
+    decisionRecorded(consumer, kind, decision) {
+      decisions.add(1, { consumer, kind, decision });
+    },
+    storeSampled(sample) {
+      outboxPending.set(sample.outboxPending);
+      outboxDead.set(sample.outboxDead);
+      // A consumer whose held records were all decided drops to 0 rather than keeping its last count.
+      for (const consumer of heldReported) {
+        if (!sample.quarantineHeld.has(consumer)) quarantineHeld.set(0, { consumer });
+      }
+      for (const [consumer, held] of sample.quarantineHeld) {
+        quarantineHeld.set(held, { consumer });
+        heldReported.add(consumer);
+      }
+    },
+  };
+}
+
+/** For callers that report nothing (tests of the core, the CLI's one-off commands). */
+export const noMetrics: ConsumerMetrics = {
+  leaseStarted: () => undefined,
+  checkpointCommitted: () => undefined,
+  ackSent: () => undefined,
+  headSeen: () => undefined,
+  reconnected: () => undefined,
+  awaitingDecision: () => undefined,
+  decisionRecorded: () => undefined,
+  storeSampled: () => undefined,
+};

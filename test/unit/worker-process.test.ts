@@ -1,0 +1,79 @@
+// The worker process's own surface: `--help` without any configuration, LOG_FORMAT, METRICS_PORT parsing and the
+// pretty log lines (redacted like the JSON ones).
+import { spawnSync } from 'node:child_process';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../worker/config.js';
+import { JsonLogger } from '../../worker/logger.js';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const base = {
+  DATABASE_URL: 'postgres://u@127.0.0.1/db',
+  WHALEHUNT_URL: 'ws://127.0.0.1:1/stream',
+  WHALEHUNT_API_KEY: 'key-1234',
+};
+
+describe('worker --help', () => {
+  it('prints help and exits 0 with no configuration at all', () => {
+    const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' };
+    const run = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'worker/main.ts'), '--help'], {
+      cwd: root,
+      env,
+      encoding: 'utf8',
+    });
+    expect(run.stderr).toBe('');
+    expect(run.status).toBe(0);
+    expect(run.stdout).toContain('Usage: npm run worker');
+    expect(run.stdout).toContain('METRICS_PORT');
+    expect(run.stdout).toContain('LOG_FORMAT');
+  });
+});
+
+describe('LOG_FORMAT and METRICS_PORT', () => {
+  it('default to JSON logs and no endpoint', () => {
+    const config = loadConfig(base);
+    expect(config.logFormat).toBe('json');
+    expect(config.metrics).toBeNull();
+  });
+
+  it('parse pretty logs and a port with its host', () => {
+    const config = loadConfig({ ...base, LOG_FORMAT: 'Pretty', METRICS_PORT: '9464', METRICS_HOST: '127.0.0.1' });
+    expect(config.logFormat).toBe('pretty');
+    expect(config.metrics).toEqual({ port: 9464, host: '127.0.0.1' });
+    expect(loadConfig({ ...base, METRICS_PORT: '0' }).metrics).toEqual({ port: 0, host: '0.0.0.0' });
+  });
+
+  it('name both variables when invalid', () => {
+    let error: unknown;
+    try {
+      loadConfig({ ...base, LOG_FORMAT: 'xml', METRICS_PORT: '70000' });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).problems.map((p) => p.variable).sort()).toEqual(['LOG_FORMAT', 'METRICS_PORT']);
+  });
+});
+
+describe('pretty log lines', () => {
+  it('read as time, level, message and key=value fields, with secrets redacted', () => {
+    const lines: string[] = [];
+    const log = new JsonLogger({
+      format: 'pretty',
+      secrets: ['sk-very-secret'],
+      bindings: { service: 'w' },
+      write: (line) => lines.push(line),
+      now: () => new Date('2025-01-02T03:04:05.000Z'),
+    });
+    log.child({ component: 'activities' }).info('lease started', {
+      consumerId: 'c1',
+      position: 7,
+      apiKey: 'anything',
+      note: 'has sk-very-secret inside',
+    });
+    expect(lines).toEqual([
+      '2025-01-02T03:04:05.000Z INFO  lease started service="w" component="activities" consumerId="c1" position=7 apiKey="[REDACTED]" note="has [REDACTED] inside"\n',
+    ]);
+  });
+});

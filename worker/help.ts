@@ -1,0 +1,30 @@
+// `worker --help`: what the process reads from its environment. Printed before configuration is read, so it
+// works with nothing set.
+export const WORKER_HELP = `whalehunt worker: runs the consumer workflows and activities (and the outbox dispatcher)
+
+Usage: npm run worker [-- --help]
+
+Configuration is read from the environment once, at start-up:
+  DATABASE_URL               postgres:// connection URL (required)
+  WHALEHUNT_URL              stream WebSocket URL, ws:// or wss:// (required)
+  WHALEHUNT_API_KEY          stream API key (required; never logged)
+  TEMPORAL_ADDRESS           Temporal frontend (default 127.0.0.1:7233)
+  TEMPORAL_NAMESPACE         Temporal namespace (default default)
+  TASK_QUEUE                 task queue the worker polls
+  LEASE_MS, HEARTBEAT_MS, CONNECT_TIMEOUT_MS, RECONNECT_MAX_ATTEMPTS, RECONNECT_INITIAL_MS, RECONNECT_MAX_MS
+                             streaming lease, heartbeat and reconnect tuning (milliseconds, counts)
+  MAX_FRAME_BYTES, STAGING_MAX_EVENTS, STAGING_MAX_BYTES, STAGING_MAX_AGE_MS
+                             frame and staging bounds
+  QUARANTINE_TERMINAL_REASONS  comma-separated quarantine reasons released without a decision
+  WHALE_ALERT_MIN_NOTIONAL   notional at or above which a trade writes a whale alert to the outbox
+  WHALE_ALERT_WEBHOOK_URL    where the outbox dispatcher POSTs whale alerts (unset: no dispatcher)
+  PAGE_STREAM, PAGE_LIMIT, PAGE_CHUNK_SIZE
+                             paginated history source: stream, events per page, events per transaction
+  LOG_LEVEL                  TRACE, DEBUG, INFO (default), WARN or ERROR
+  LOG_FORMAT                 json (default, one object per line) or pretty
+  METRICS_PORT               serve /metrics, /healthz and /readyz on this port (unset: off; 0: a free port)
+  METRICS_HOST               address the endpoint binds (default 0.0.0.0)
+
+SIGINT/SIGTERM shut down gracefully: leases stop at their next checkpoint boundary.
+Exit codes: 0 stopped, 1 failed, 2 invalid configuration.
+`;

@@ -9,8 +9,12 @@ import { LOG_LEVELS, type LogLevel } from './logger.js';
 
 export interface WorkerConfig {
   databaseUrl: string;
+  /** Postgres connections this process opens at most (its pool); commits and the outbox queue for one. */
+  databasePoolSize: number;
   temporal: { address: string; namespace: string };
   taskQueue: string;
+  /** Activity slots: a streaming lease holds one for its whole length, so this caps the consumers per worker. */
+  maxConcurrentActivities: number;
   /** Everything the streaming activity needs, the API key included (it never leaves the worker process). */
   stream: ConsumeStreamConfig;
   /** The streaming lease a consumer started by this deployment gets (workflow input). */
@@ -56,6 +60,8 @@ const envSchema = z.object({
   TEMPORAL_ADDRESS: z.string().trim().min(1).default('127.0.0.1:7233'),
   TEMPORAL_NAMESPACE: z.string().trim().min(1).default('default'),
   TASK_QUEUE: z.string().trim().min(1).default(TASK_QUEUE),
+  DATABASE_POOL_SIZE: positiveInt(10),
+  MAX_CONCURRENT_ACTIVITIES: positiveInt(100),
   WHALEHUNT_URL: required('the stream WebSocket URL').pipe(url(/^wss?:\/\//, 'ws:// or wss://')),
   WHALEHUNT_API_KEY: required('the stream API key'),
   MAX_FRAME_BYTES: positiveInt(DEFAULT_MAX_FRAME_BYTES),
@@ -117,8 +123,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
   const e = parsed.data;
   return {
     databaseUrl: e.DATABASE_URL,
+    databasePoolSize: e.DATABASE_POOL_SIZE,
     temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE },
     taskQueue: e.TASK_QUEUE,
+    maxConcurrentActivities: e.MAX_CONCURRENT_ACTIVITIES,
     stream: {
       url: e.WHALEHUNT_URL,
       apiKey: e.WHALEHUNT_API_KEY,

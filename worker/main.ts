@@ -160,7 +160,7 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number
   installRuntime(log);
   log.info('starting', { config: redact(config), ...(crash ? { testCrashAt: crash } : {}) });
 
-  const pool = createPool(config.databaseUrl);
+  const pool = createPool(config.databaseUrl, { max: config.databasePoolSize });
   let runtime: WorkerRuntime | null = null;
   // Kept until the process exits: a duplicate Ctrl-C arriving while the pool closes is still ignored.
   onShutdownSignal({

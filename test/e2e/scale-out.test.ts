@@ -32,7 +32,7 @@ describe('two worker processes on one task queue', () => {
   const res = useResources();
 
   it('share six consumers, and the survivor of a kill -9 takes over the dead one’s consumers', async () => {
-    const journal = Journal.generate({ seed: 1717, transitions: 600 });
+    const journal = Journal.generate({ seed: 1717, transitions: 300 });
     const server = res.track(
       await ReferenceStreamServer.start({ journal, apiKeys: [API_KEY], checkpointEvery: 5 }),
       (s) => s.close(),
@@ -72,7 +72,7 @@ describe('two worker processes on one task queue', () => {
               subscriptionId: `sub-scale-${i}`,
               filter: {},
               initialStart: 'from_floor',
-              leaseMs: 4_000,
+              leaseMs: 3_000,
               // The dead worker's leases are noticed by their missing heartbeat; keep that short.
               tuning: { heartbeatTimeoutMs: 2_000, maxActivityAttempts: 20, maxActivityRetryIntervalMs: 1_000 },
             },

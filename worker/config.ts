@@ -15,7 +15,11 @@ export interface WorkerConfig {
   databaseBounds: SessionBounds;
   /** Address, namespace, TLS and API key as the `temporal` CLI reads them (variables and profile file). */
   temporal: TemporalSettings;
+  /** Postgres connections this process opens at most (its pool); commits and the outbox queue for one. */
+  databasePoolSize: number;
   taskQueue: string;
+  /** Activity slots: a streaming lease holds one for its whole length, so this caps the consumers per worker. */
+  maxConcurrentActivities: number;
   /** Everything the streaming activity needs, the API key included (it never leaves the worker process). */
   stream: ConsumeStreamConfig;
   /** The streaming lease a consumer started by this deployment gets (workflow input). */
@@ -77,6 +81,8 @@ const envSchema = z.object({
   DB_STATEMENT_TIMEOUT_MS: databaseBound(DEFAULT_SESSION_BOUNDS.statementTimeoutMs),
   DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: databaseBound(DEFAULT_SESSION_BOUNDS.idleInTransactionTimeoutMs),
   TASK_QUEUE: z.string().trim().min(1).default(TASK_QUEUE),
+  DATABASE_POOL_SIZE: positiveInt(10),
+  MAX_CONCURRENT_ACTIVITIES: positiveInt(100),
   WHALEHUNT_URL: required('the stream WebSocket URL').pipe(url(/^wss?:\/\//, 'ws:// or wss://')),
   WHALEHUNT_API_KEY: required('the stream API key'),
   MAX_FRAME_BYTES: positiveInt(DEFAULT_MAX_FRAME_BYTES),
@@ -184,7 +190,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
     databaseUrl: e.DATABASE_URL,
     databaseBounds,
     temporal,
+    databasePoolSize: e.DATABASE_POOL_SIZE,
     taskQueue: e.TASK_QUEUE,
+    maxConcurrentActivities: e.MAX_CONCURRENT_ACTIVITIES,
     stream: {
       url: e.WHALEHUNT_URL,
       apiKey: e.WHALEHUNT_API_KEY,

@@ -277,6 +277,7 @@ export async function main(
   });
   const dbLog = log.child({ component: 'database' });
   const pool = createPool(config.databaseUrl, {
+    max: config.databasePoolSize,
     bounds: config.databaseBounds,
     // One line per outage: the runs in flight fail over to Temporal's retries and resume once it is back.
     onConnectionLost: (error) =>

@@ -64,6 +64,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Consum
       ? { workflowBundle: options.workflowBundle }
       : { workflowsPath: options.workflowsPath ?? DEFAULT_WORKFLOWS_PATH }),
     activities: { ...activities, ...options.overrideActivities?.(activities) },
+    maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
     // Cancel running leases as soon as shutdown starts: they finish the commit in progress and return.
     shutdownGraceTime: 0,
     shutdownForceTime: options.shutdownForceTimeMs ?? 60_000,

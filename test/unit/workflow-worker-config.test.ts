@@ -95,6 +95,25 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it('sizing: the Postgres pool and the activity slots, defaults, overrides and each bad value named', () => {
+    expect(loadConfig(valid)).toMatchObject({ databasePoolSize: 10, maxConcurrentActivities: 100 });
+    expect(loadConfig({ ...valid, DATABASE_POOL_SIZE: '4', MAX_CONCURRENT_ACTIVITIES: '12' })).toMatchObject({
+      databasePoolSize: 4,
+      maxConcurrentActivities: 12,
+    });
+    let error: unknown;
+    try {
+      loadConfig({ ...valid, DATABASE_POOL_SIZE: '0', MAX_CONCURRENT_ACTIVITIES: 'many' });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).problems).toEqual([
+      { variable: 'DATABASE_POOL_SIZE', problem: 'must be a positive integer' },
+      { variable: 'MAX_CONCURRENT_ACTIVITIES', problem: 'must be a positive integer' },
+    ]);
+  });
+
   it('redact() hides the API key and URL passwords', () => {
     const shown = JSON.stringify(redact(loadConfig(valid)));
     expect(shown).not.toContain(KEY);

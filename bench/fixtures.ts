@@ -71,7 +71,7 @@ export function stagedEvent(fields: {
   const ordinal = fields.ordinal ?? 1;
   const revision = fields.revision ?? 1;
   const eventId = fields.eventId ?? `ev-${fields.position}-${ordinal}`;
-  const wire = { ordinal, kind: fields.kind, entityId: fields.entityId, revision, data: fields.data };
+  const content = { kind: fields.kind, entityId: fields.entityId, revision, data: fields.data };
   return {
     position: fields.position,
     ordinal,
@@ -82,7 +82,7 @@ export function stagedEvent(fields: {
     observedAt: '2026-11-29T12:00:00.000Z',
     data: fields.data,
     trade: parsedTrade(fields.kind, fields.data),
-    contentHash: eventContentHash(wire, fields.position),
+    contentHash: eventContentHash(content),
   };
 }
 

@@ -113,30 +113,48 @@ export async function readExisting(
   // behind a growing table, making every commit O(table) instead of O(checkpoint).
   const eventIds = [...new Set(events.map((e) => e.eventId))];
   // Receipts and quarantine records in one query: both are keyed by eventId and both decide the event's fate.
+  // Their position and ordinal come along: a legacy content hash is compared at the position it was saved at.
   const byEvent = await client.query<
     Pick<RawRow<typeof eventReceipts>, 'event_id'> &
       OuterJoined<{
         receipt_hash: RawRow<typeof eventReceipts>['content_hash'];
+        receipt_position: RawRow<typeof eventReceipts>['position'];
+        receipt_ordinal: RawRow<typeof eventReceipts>['ordinal'];
         outcome: RawRow<typeof eventReceipts>['outcome'];
         quarantine_hash: RawRow<typeof quarantineTable>['content_hash'];
+        quarantine_position: RawRow<typeof quarantineTable>['position'];
+        quarantine_ordinal: RawRow<typeof quarantineTable>['ordinal'];
         disposition: RawRow<typeof quarantineTable>['disposition'];
       }>
   >({
     name: 'whalehunt_commit_read_events',
-    text: `SELECT ids.event_id, r.content_hash AS receipt_hash, r.outcome, q.content_hash AS quarantine_hash, q.disposition
+    text: `SELECT ids.event_id, r.content_hash AS receipt_hash, r.position AS receipt_position, r.ordinal AS receipt_ordinal,
+                  r.outcome, q.content_hash AS quarantine_hash, q.position AS quarantine_position,
+                  q.ordinal AS quarantine_ordinal, q.disposition
              FROM unnest($2::text[]) AS ids(event_id)
-             LEFT JOIN LATERAL (SELECT content_hash, outcome FROM event_receipts
+             LEFT JOIN LATERAL (SELECT content_hash, position, ordinal, outcome FROM event_receipts
                                  WHERE consumer_id = $1 AND event_id = ids.event_id LIMIT 1) r ON true
-             LEFT JOIN LATERAL (SELECT content_hash, disposition FROM quarantine
+             LEFT JOIN LATERAL (SELECT content_hash, position, ordinal, disposition FROM quarantine
                                  WHERE consumer_id = $1 AND event_id = ids.event_id LIMIT 1) q ON true
             WHERE r.content_hash IS NOT NULL OR q.content_hash IS NOT NULL`,
     values: [consumerId, eventIds],
   });
   for (const row of byEvent.rows) {
-    if (row.receipt_hash !== null && row.outcome !== null)
-      receipts.set(row.event_id, { contentHash: row.receipt_hash, outcome: row.outcome });
+    if (row.receipt_hash !== null && row.outcome !== null) {
+      receipts.set(row.event_id, {
+        contentHash: row.receipt_hash,
+        position: Number(row.receipt_position),
+        ordinal: row.receipt_ordinal!,
+        outcome: row.outcome,
+      });
+    }
     if (row.quarantine_hash !== null && row.disposition !== null) {
-      quarantine.set(row.event_id, { contentHash: row.quarantine_hash, disposition: row.disposition });
+      quarantine.set(row.event_id, {
+        contentHash: row.quarantine_hash,
+        position: Number(row.quarantine_position),
+        ordinal: row.quarantine_ordinal!,
+        disposition: row.disposition,
+      });
     }
   }
 

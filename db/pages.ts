@@ -4,7 +4,7 @@
 // compare-and-swap. Both are fenced on `version`. A chunk is read → decideCommit → the stream's shared effect
 // write (EFFECT_WRITE_CTES) plus this table's row, in one statement: the same rules, none of the SQL twice.
 import type pg from 'pg';
-import { filterHash as computeFilterHash } from '../protocol/canonical.js';
+import { filterHash as computeFilterHash, sameContent } from '../protocol/canonical.js';
 import type { StreamFilter } from '../protocol/codec.js';
 import { decideCommit, type CommitWrites } from '../domain/decide.js';
 import { InvalidPlan } from '../domain/errors.js';
@@ -135,7 +135,7 @@ export async function recognisePageEvents(
     for (const event of events) {
       const receipt = receipts.get(event.eventId);
       if (!receipt) return { kind: 'unrecognised', eventId: event.eventId, position: event.position };
-      if (receipt.contentHash !== event.contentHash) {
+      if (!sameContent(receipt, event)) {
         return {
           kind: 'conflict',
           eventId: event.eventId,

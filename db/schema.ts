@@ -74,6 +74,7 @@ export const eventReceipts = pgTable(
   {
     consumerId: text('consumer_id').notNull(),
     eventId: text('event_id').notNull(),
+    /** eventContentHash: `v2:` + hex; a bare hex one is a legacy hash, compared at this row's position and ordinal. */
     contentHash: text('content_hash').notNull(),
     position: bigint('position', { mode: 'number' }).notNull(),
     ordinal: integer('ordinal').notNull(),
@@ -177,6 +178,7 @@ export const quarantine = pgTable(
     kind: text('kind').notNull(),
     position: bigint('position', { mode: 'number' }).notNull(),
     ordinal: integer('ordinal').notNull(),
+    /** eventContentHash: `v2:` + hex; a bare hex one is a legacy hash, compared at this row's position and ordinal. */
     contentHash: text('content_hash').notNull(),
     reason: text('reason').notNull().$type<QuarantineReason>(),
     disposition: text('disposition').notNull().$type<QuarantineDisposition>(),

@@ -1,6 +1,7 @@
 // The domain rules of a commit, as a pure function: (plan, the rows the plan touches) → the rows to write and
 // the outcome. No I/O, so every rule is property-tested without a database (test/unit/decide*.test.ts), and
 // the same function serves the stream and the paginated source.
+import { sameContent, type SavedContent } from '../protocol/canonical.js';
 import { isSupportedKind } from '../protocol/codec.js';
 import {
   addDecimal,
@@ -19,13 +20,13 @@ import type { CommitConflict, HeldQuarantineItem } from './outcomes.js';
 export type ReceiptOutcome = 'applied' | 'no_effect' | 'quarantined';
 export type QuarantineDisposition = 'held' | 'terminal' | 'retry';
 
-export interface ExistingReceipt {
-  contentHash: string;
+/** A saved receipt: its content hash, with the position and ordinal where the event was first applied. */
+export interface ExistingReceipt extends SavedContent {
   outcome: ReceiptOutcome;
 }
 
-export interface ExistingQuarantine {
-  contentHash: string;
+/** A saved quarantine record: its content hash, with the position and ordinal where the event was first met. */
+export interface ExistingQuarantine extends SavedContent {
   disposition: QuarantineDisposition;
 }
 
@@ -159,15 +160,20 @@ export function decideCommit(plan: DecidablePlan, existing: ExistingRows): Commi
         outcome,
       });
 
-    const savedHash = existing.receipts.get(event.eventId)?.contentHash ?? seenInPlan.get(event.eventId);
-    if (savedHash !== undefined) {
-      if (savedHash !== event.contentHash)
+    // Identity is what the event says, not where it was delivered: the same event at another position is a
+    // duplicate too (PROTOCOL.md section 4).
+    const saved = existing.receipts.get(event.eventId);
+    const seenHash = seenInPlan.get(event.eventId);
+    if (saved !== undefined || seenHash !== undefined) {
+      if (saved ? !sameContent(saved, event) : seenHash !== event.contentHash) {
+        const savedHash = saved?.contentHash ?? seenHash!;
         return { kind: 'conflict', eventId: event.eventId, savedHash, incomingHash: event.contentHash };
+      }
       counts.duplicates += 1;
       continue;
     }
     const record = existing.quarantine.get(event.eventId);
-    if (record && record.contentHash !== event.contentHash) {
+    if (record && !sameContent(record, event)) {
       return {
         kind: 'conflict',
         eventId: event.eventId,

@@ -50,27 +50,58 @@ export function filterHash(filter: StreamFilter): string {
   return `sha256:${sha256Hex(canonicalJson(filter))}`;
 }
 
-/** Content identity of an event: same eventId + same hash is a duplicate, a different hash is a conflict. */
-export function eventContentHash(
-  event: Pick<WireEvent, 'kind' | 'entityId' | 'revision' | 'data' | 'ordinal'>,
-  position: number,
-): string {
-  return sha256Hex(eventContentJson(event, position));
+/** The content of an event that its identity covers: what it says, not where it was delivered. */
+export type EventContent = Pick<WireEvent, 'kind' | 'entityId' | 'revision' | 'data'>;
+
+/**
+ * Marks a hash of the current content identity. A stored hash without it is a legacy one (bare hex over the
+ * content plus the position and ordinal where it was delivered), written before identity excluded delivery.
+ */
+export const CONTENT_IDENTITY_PREFIX = 'v2:';
+
+/**
+ * Content identity of an event (PROTOCOL.md section 4): `v2:` + hex SHA-256 of canonicalJson({kind, entityId,
+ * revision, data}), written out with its keys already in sorted order (data, entityId, kind, revision): the same
+ * bytes without sorting per event. Same eventId + same identity is a duplicate, a different one a conflict.
+ */
+export function eventContentHash(event: EventContent): string {
+  return (
+    CONTENT_IDENTITY_PREFIX +
+    sha256Hex(
+      `{"data":${canonicalJson(event.data)},"entityId":${canonicalJson(event.entityId)},` +
+        `"kind":${canonicalJson(event.kind)},"revision":${canonicalJson(event.revision)}}`,
+    )
+  );
+}
+
+/** Where a receipt or quarantine record was first saved, and the content hash it was saved with. */
+export interface SavedContent {
+  contentHash: string;
+  position: number;
+  ordinal: number;
 }
 
 /**
- * canonicalJson({kind, entityId, revision, data, position, ordinal}) written out with its keys already in
- * sorted order (data, entityId, kind, ordinal, position, revision): the same bytes without sorting per event.
+ * Whether an incoming event says what a saved receipt or quarantine record says. A legacy hash is compared
+ * exactly, by hashing the incoming content the legacy way at the record's own position and ordinal: what was a
+ * duplicate under the legacy identity stays one, what was a conflict stays one, and an event that the legacy
+ * identity saw at one position is recognised at any other.
  */
-function eventContentJson(
-  event: Pick<WireEvent, 'kind' | 'entityId' | 'revision' | 'data' | 'ordinal'>,
-  position: number,
-): string {
+export function sameContent(saved: SavedContent, event: EventContent & { contentHash: string }): boolean {
+  if (saved.contentHash.startsWith(CONTENT_IDENTITY_PREFIX)) return saved.contentHash === event.contentHash;
+  return saved.contentHash === legacyEventContentHash(event, saved.position, saved.ordinal);
+}
+
+/**
+ * The legacy content hash, kept only to compare with receipts saved under it: hex SHA-256 of
+ * canonicalJson({kind, entityId, revision, data, position, ordinal}) with its keys in sorted order.
+ */
+export function legacyEventContentHash(event: EventContent, position: number, ordinal: number): string {
   const fields: [string, unknown][] = [
     ['data', event.data],
     ['entityId', event.entityId],
     ['kind', event.kind],
-    ['ordinal', event.ordinal],
+    ['ordinal', ordinal],
     ['position', position],
     ['revision', event.revision],
   ];
@@ -79,5 +110,5 @@ function eventContentJson(
     if (item === undefined) continue;
     out += `${out.length > 1 ? ',' : ''}"${key}":${canonicalJson(item)}`;
   }
-  return `${out}}`;
+  return sha256Hex(`${out}}`);
 }

@@ -29,7 +29,7 @@ export function toStagedEvent(event: WireEvent, position: number): StagedEvent {
     observedAt: event.observedAt,
     data: event.data,
     trade: isSupportedKind(event.kind) ? parseTradeData(event.kind, event.data) : null,
-    contentHash: eventContentHash(event, position),
+    contentHash: eventContentHash(event),
   };
 }
 

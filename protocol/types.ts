@@ -27,7 +27,7 @@ export interface StagedEvent {
   data: Record<string, unknown>;
   /** `data` of a supported kind, parsed once at staging; null for an unsupported kind (it is quarantined). */
   trade: TradeData | null;
-  /** eventContentHash(event, position) */
+  /** eventContentHash(event): the content identity, independent of the position and ordinal it came at. */
   contentHash: string;
 }
 

@@ -186,6 +186,28 @@ describe('duplicate and conflict', () => {
     expect(await dumpState(db.pool, consumerId)).toEqual(saved);
   });
 
+  it('the identical event redelivered at another position of the same history is a duplicate: no effect, counted', async () => {
+    const first = trade(4, 'e-1', {}, { eventId: 'ev-A' });
+    const { consumerId, fence } = await startConsumer(4, [first]);
+    const before = await dumpState(db.pool, consumerId);
+    const redelivered = { ...first, position: 7, ordinal: 2, observedAt: '2027-01-01T00:00:00.000Z' };
+    const result = await commitCheckpoint(
+      db.pool,
+      makePlan(consumerId, { fence, position: 7, events: [trade(7, 'e-2', {}, { ordinal: 1 }), redelivered] }),
+    );
+    expect(result).toMatchObject({ kind: 'committed', position: 7, applied: 1, duplicates: 1 });
+    const after = await dumpState(db.pool, consumerId);
+    expect(after.executions.map((e) => e.entityId)).toEqual(['e-1', 'e-2']);
+    expect(after.volumes).toEqual({ 'm-1': '100/2' });
+    expect(after.receipts).toEqual([{ eventId: 'ev-7-1', outcome: 'applied' }, ...before.receipts]);
+    // The receipt keeps where the event was first applied.
+    const { rows } = await db.pool.query<{ position: string; ordinal: number }>(
+      'SELECT position, ordinal FROM event_receipts WHERE consumer_id = $1 AND event_id = $2',
+      [consumerId, 'ev-A'],
+    );
+    expect(rows).toEqual([{ position: '4', ordinal: 1 }]);
+  });
+
   it('the same eventId twice with different content within one plan is a conflict', async () => {
     const { consumerId, fence } = await startConsumer(3);
     const a = trade(4, 'e-1', {}, { eventId: 'dup' });

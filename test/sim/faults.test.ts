@@ -107,7 +107,7 @@ describe('event faults', () => {
     const conflicts: string[] = [];
     for (const b of batches) {
       for (const e of b.events) {
-        const hash = eventContentHash(e, b.position);
+        const hash = eventContentHash(e);
         const earlier = seen.get(e.eventId);
         if (earlier !== undefined && earlier !== hash) conflicts.push(e.eventId);
         seen.set(e.eventId, hash);

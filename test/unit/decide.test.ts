@@ -30,12 +30,18 @@ function committed(plan: CheckpointPlan, existing: ExistingRows = empty()): Comm
 /** What the database holds after the writes: the read step's view for the next plan. */
 function applied(existing: ExistingRows, writes: CommitWrites): ExistingRows {
   const receipts = new Map<string, ExistingReceipt>(existing.receipts);
-  for (const r of writes.receipts) receipts.set(r.eventId, { contentHash: r.contentHash, outcome: r.outcome });
+  for (const { eventId, contentHash, position, ordinal, outcome } of writes.receipts)
+    receipts.set(eventId, { contentHash, position, ordinal, outcome });
   const executions = new Map<string, ExecutionState>(existing.executions);
   for (const e of writes.executions) executions.set(e.entityId, e);
   const quarantine = new Map<string, ExistingQuarantine>(existing.quarantine);
   for (const q of writes.quarantine)
-    quarantine.set(q.eventId, { contentHash: q.contentHash, disposition: q.disposition });
+    quarantine.set(q.eventId, {
+      contentHash: q.contentHash,
+      position: q.position,
+      ordinal: q.ordinal,
+      disposition: q.disposition,
+    });
   return { receipts, executions, quarantine };
 }
 
@@ -113,7 +119,7 @@ describe('decideCommit rules', () => {
     const ghost = correction(2, 'x', 2);
     const release: ExistingRows = {
       ...empty(),
-      quarantine: new Map([[ghost.eventId, { contentHash: ghost.contentHash, disposition: 'terminal' }]]),
+      quarantine: new Map([[ghost.eventId, { ...ghost, disposition: 'terminal' }]]),
     };
     expect(committed(makePlan('c', { fence: FENCE, position: 2, events: [ghost] }), release).receipts[0]?.outcome).toBe(
       'quarantined',
@@ -121,7 +127,7 @@ describe('decideCommit rules', () => {
     // After a retry decision the target exists now (its trade comes first in this plan): applied.
     const retry: ExistingRows = {
       ...empty(),
-      quarantine: new Map([[ghost.eventId, { contentHash: ghost.contentHash, disposition: 'retry' }]]),
+      quarantine: new Map([[ghost.eventId, { ...ghost, disposition: 'retry' }]]),
     };
     expect(
       committed(makePlan('c', { fence: FENCE, position: 2, events: [trade(1, 'x'), ghost] }), retry).counts.applied,

@@ -1,0 +1,161 @@
+// Content identity (PROTOCOL.md section 4): what the event says (kind, entityId, revision, data), not where it
+// was delivered; and the exact comparison with receipts saved under the legacy hash that included the position
+// and ordinal.
+import { describe, expect, it } from 'vitest';
+import {
+  canonicalJson,
+  CONTENT_IDENTITY_PREFIX,
+  eventContentHash,
+  legacyEventContentHash,
+  sameContent,
+  sha256Hex,
+} from '../../protocol/canonical.js';
+import { decideCommit, type ExistingRows } from '../../domain/decide.js';
+import { correction, makePlan, trade } from '../../bench/fixtures.js';
+import type { StagedEvent } from '../../protocol/types.js';
+
+const FENCE = { leaseEpoch: 1, version: 1 };
+const content = { kind: 'trade', entityId: 'x1', revision: 1, data: { size: '2', price: '0.5', market: 'm' } };
+
+const rows = (saved: Partial<ExistingRows> = {}): ExistingRows => ({
+  receipts: new Map(),
+  quarantine: new Map(),
+  executions: new Map(),
+  ...saved,
+});
+
+/** The event moved to another position and ordinal, content unchanged (a redelivery, a rebuilt history). */
+const movedTo = (event: StagedEvent, position: number, ordinal: number): StagedEvent => ({
+  ...event,
+  position,
+  ordinal,
+  observedAt: '2027-01-01T00:00:00.000Z',
+});
+
+/** A receipt as the release before this identity wrote it: the legacy hash at the position it was applied at. */
+const legacyReceipt = (event: StagedEvent) => ({
+  contentHash: legacyEventContentHash(event, event.position, event.ordinal),
+  position: event.position,
+  ordinal: event.ordinal,
+});
+
+describe('eventContentHash', () => {
+  it('is the prefixed SHA-256 of the canonical JSON of kind, entityId, revision and data', () => {
+    expect(eventContentHash(content)).toBe(`${CONTENT_IDENTITY_PREFIX}${sha256Hex(canonicalJson(content))}`);
+  });
+
+  it('ignores delivery: position, ordinal and observedAt do not change it; any content field does', () => {
+    const a = trade(4, 'e-1');
+    const b = trade(90, 'e-1', {}, { ordinal: 3 });
+    expect(b.contentHash).toBe(a.contentHash);
+    expect(trade(4, 'e-2').contentHash).not.toBe(a.contentHash);
+    expect(trade(4, 'e-1', { price: '0.51' }).contentHash).not.toBe(a.contentHash);
+    expect(correction(4, 'e-1', 2).contentHash).not.toBe(correction(4, 'e-1', 3).contentHash);
+    expect(eventContentHash({ ...content, kind: 'correction' })).not.toBe(eventContentHash(content));
+  });
+});
+
+describe('legacyEventContentHash', () => {
+  it('is byte for byte the hash the previous release stored (content plus position and ordinal)', () => {
+    // The value the previous release's eventContentHash({ordinal: 2, ...content}, 7) returned.
+    expect(legacyEventContentHash(content, 7, 2)).toBe(
+      '7bbc06736547802c7fbd16eb62484c878949d4bd9c8ef78ee984395cc48c9d21',
+    );
+    expect(legacyEventContentHash(content, 7, 2)).toBe(
+      sha256Hex(canonicalJson({ ...content, position: 7, ordinal: 2 })),
+    );
+  });
+});
+
+describe('sameContent', () => {
+  const event = trade(5, 'e-1', {}, { ordinal: 2 });
+
+  it('a current hash: equal identity, wherever either was delivered', () => {
+    expect(sameContent({ contentHash: event.contentHash, position: 5, ordinal: 2 }, movedTo(event, 40, 1))).toBe(true);
+    expect(sameContent({ contentHash: event.contentHash, position: 5, ordinal: 2 }, trade(5, 'e-2'))).toBe(false);
+  });
+
+  it('a legacy hash: the incoming content hashed the legacy way at the saved position and ordinal', () => {
+    const saved = legacyReceipt(event);
+    expect(sameContent(saved, event)).toBe(true);
+    expect(sameContent(saved, movedTo(event, 40, 1))).toBe(true);
+    expect(sameContent(saved, trade(5, 'e-1', { size: '101' }, { ordinal: 2 }))).toBe(false);
+    expect(sameContent(saved, movedTo(trade(5, 'e-1', { size: '101' }, { ordinal: 2 }), 40, 1))).toBe(false);
+  });
+});
+
+describe('decideCommit with content identity', () => {
+  it('the identical event at another position is a duplicate: no effect, counted', () => {
+    const first = trade(4, 'e-1', {}, { eventId: 'ev-A' });
+    const first4 = decideCommit(makePlan('c', { fence: FENCE, position: 4, events: [first] }), rows());
+    expect(first4.kind).toBe('committed');
+    const receipt = { contentHash: first.contentHash, position: 4, ordinal: 1, outcome: 'applied' as const };
+    const again = decideCommit(
+      makePlan('c', { fence: FENCE, position: 9, events: [movedTo(first, 9, 2)] }),
+      rows({ receipts: new Map([['ev-A', receipt]]) }),
+    );
+    expect(again).toMatchObject({
+      kind: 'committed',
+      writes: { receipts: [], executions: [], marketDeltas: [], outbox: [] },
+    });
+    expect(again.kind === 'committed' && again.writes.counts).toEqual({
+      applied: 0,
+      duplicates: 1,
+      noEffect: 0,
+      quarantined: 0,
+    });
+    // Within one plan too: the second delivery of the same event is a duplicate, not a conflict.
+    const twice = decideCommit(
+      makePlan('c', { fence: FENCE, position: 9, events: [first, movedTo(first, 9, 1)] }),
+      rows(),
+    );
+    expect(twice.kind === 'committed' && twice.writes.counts).toMatchObject({ applied: 1, duplicates: 1 });
+  });
+
+  it('the same eventId with different content at another position is a conflict naming both hashes', () => {
+    const first = trade(4, 'e-1', {}, { eventId: 'ev-A' });
+    const receipt = { contentHash: first.contentHash, position: 4, ordinal: 1, outcome: 'applied' as const };
+    const changed = trade(9, 'e-1', { size: '101' }, { eventId: 'ev-A' });
+    expect(
+      decideCommit(
+        makePlan('c', { fence: FENCE, position: 9, events: [changed] }),
+        rows({ receipts: new Map([['ev-A', receipt]]) }),
+      ),
+    ).toEqual({ kind: 'conflict', eventId: 'ev-A', savedHash: first.contentHash, incomingHash: changed.contentHash });
+  });
+
+  it('a legacy receipt: the same event at its position or another is a duplicate, other content a conflict', () => {
+    const first = trade(4, 'e-1', {}, { eventId: 'ev-A', ordinal: 2 });
+    const saved = rows({ receipts: new Map([['ev-A', { ...legacyReceipt(first), outcome: 'applied' }]]) });
+    const decide = (event: StagedEvent) =>
+      decideCommit(makePlan('c', { fence: FENCE, position: event.position, events: [event] }), saved);
+    for (const event of [first, movedTo(first, 12, 1)]) {
+      const decision = decide(event);
+      expect(decision.kind === 'committed' && decision.writes.counts.duplicates).toBe(1);
+    }
+    for (const event of [
+      trade(4, 'e-1', { price: '0.9' }, { eventId: 'ev-A', ordinal: 2 }),
+      trade(12, 'e-2', {}, { eventId: 'ev-A' }),
+    ]) {
+      expect(decide(event)).toMatchObject({
+        kind: 'conflict',
+        eventId: 'ev-A',
+        savedHash: saved.receipts.get('ev-A')!.contentHash,
+      });
+    }
+  });
+
+  it('a held quarantine record under the legacy hash still matches its event, at any position', () => {
+    const ghost = correction(6, 'ghost', 2, {}, { eventId: 'ev-G' });
+    const held = rows({ quarantine: new Map([['ev-G', { ...legacyReceipt(ghost), disposition: 'held' }]]) });
+    for (const event of [ghost, movedTo(ghost, 30, 1)]) {
+      const decision = decideCommit(makePlan('c', { fence: FENCE, position: event.position, events: [event] }), held);
+      expect(decision).toMatchObject({ kind: 'held_quarantine', held: [{ eventId: 'ev-G' }] });
+    }
+    const changed = correction(6, 'ghost', 3, {}, { eventId: 'ev-G' });
+    expect(decideCommit(makePlan('c', { fence: FENCE, position: 6, events: [changed] }), held)).toMatchObject({
+      kind: 'conflict',
+      eventId: 'ev-G',
+    });
+  });
+});

@@ -16,7 +16,7 @@ export interface DecisionInput<D> {
   reason: string;
 }
 
-async function insertAudit(
+export async function insertAudit(
   client: pg.PoolClient,
   row: {
     consumerId: string;

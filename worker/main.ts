@@ -10,6 +10,7 @@ import { createPool, migrate } from '../db/index.js';
 import { ConfigError, loadConfig, redact, type WorkerConfig } from './config.js';
 import { isEntryPoint } from './entry-point.js';
 import { JsonLogger } from './logger.js';
+import { PAGE_CRASH_AT_VARIABLE, pageCrashHooks, parsePageCrashAt } from './page-crash.js';
 import { createWorker, type ConsumerWorker, type CreateWorkerOptions } from './worker.js';
 
 export const EXIT_CONFIG = 2;
@@ -74,6 +75,7 @@ export interface WorkerRuntimeOptions {
   pool: pg.Pool;
   workflowBundlePath?: string;
   hooks?: CreateWorkerOptions['hooks'];
+  pageHooks?: CreateWorkerOptions['pageHooks'];
 }
 
 export interface WorkerRuntime {
@@ -99,6 +101,7 @@ export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise
       log: log.child({ component: 'activities' }),
       ...(options.workflowBundlePath ? { workflowBundle: { codePath: options.workflowBundlePath } } : {}),
       ...(options.hooks ? { hooks: options.hooks } : {}),
+      ...(options.pageHooks ? { pageHooks: options.pageHooks } : {}),
     });
   } catch (error) {
     await connection.close();
@@ -141,9 +144,11 @@ export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise
 export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number> {
   let config: WorkerConfig;
   let crash: ReturnType<typeof parseCrashAt>;
+  let pageCrash: ReturnType<typeof parsePageCrashAt>;
   try {
     config = loadConfig(env);
     crash = parseCrashAt(env[CRASH_AT_VARIABLE]);
+    pageCrash = parsePageCrashAt(env[PAGE_CRASH_AT_VARIABLE]);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     // One line per variable, no values: one of them is the API key.
@@ -159,7 +164,11 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number
     bindings: { service: 'whalehunt-worker', pid: process.pid },
   });
   installRuntime(log);
-  log.info('starting', { config: redact(config), ...(crash ? { testCrashAt: crash } : {}) });
+  log.info('starting', {
+    config: redact(config),
+    ...(crash ? { testCrashAt: crash } : {}),
+    ...(pageCrash ? { testPageCrashAt: pageCrash } : {}),
+  });
 
   const pool = createPool(config.databaseUrl);
   let runtime: WorkerRuntime | null = null;
@@ -195,6 +204,7 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<number
       pool,
       ...(env[WORKFLOW_BUNDLE_VARIABLE] ? { workflowBundlePath: env[WORKFLOW_BUNDLE_VARIABLE] } : {}),
       ...(crash ? { hooks: crashHooks(crash, log) } : {}),
+      ...(pageCrash ? { pageHooks: pageCrashHooks(pageCrash, log) } : {}),
     });
     await runtime.done;
     log.info('worker stopped');

@@ -117,7 +117,7 @@ describe('backfillWorkflow', () => {
       expect(status, status.stderr).toMatchObject({ code: 0 });
       expect(status.stdout).toContain('backfill (paginated history source)');
       expect(status.stdout).toMatch(new RegExp(`applied position\\s+${journal.history.head}\\b`));
-      expect(status.stdout).toContain('ended         caught up at the head');
+      expect(status.stdout).toMatch(/ended\s+caught up at the head/);
       await waitFor(
         async () => {
           const listed = await run('list', '--consumer', consumerId);
@@ -298,7 +298,8 @@ describe('backfillWorkflow', () => {
         await waitForBackfill(handle, 'two more rounds', (s) => s.runs >= stuck.runs + 2);
         const rounds = await handle.query(backfillStatusQuery);
         const perRun = Number(PAGE_ENV.RECONNECT_MAX_ATTEMPTS) + 1;
-        expect(rounds.counters.requests).toBeLessThanOrEqual(rounds.runs * perRun);
+        // (+1: the first page, asked without a cursor, which cannot repeat one.)
+        expect(rounds.counters.requests).toBeLessThanOrEqual(rounds.runs * perRun + 1);
         expect(rounds.counters.applied).toBe(stuck.counters.applied);
         expect((await loadPageProgress(db.pool, consumerId))?.appliedPosition).toBe(1);
 

@@ -3,13 +3,9 @@
 // the journal), the resumed session starts from the committed token, and the workflow goes on leasing
 // normally, and the restarted worker's outbox dispatcher sends every whale alert exactly once. The worker is
 // `worker/main.ts` as operators run it, crashed by its test-only WHALEHUNT_TEST_CRASH_AT.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { dirname, join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { consumerSummary, loadCommitted } from '../../db/index.js';
 import { addDecimal, compareDecimal, formatDecimal, notional, parseDecimal } from '../../protocol/decimal.js';
@@ -27,43 +23,10 @@ import { useTestDatabase } from '../support/db.js';
 import { stopChildProcess, useResources } from '../support/leaks.js';
 import { createTestClient, sharedWorkflowBundlePath, uniqueTaskQueue, waitFor } from '../support/temporal.js';
 import { testWorkerEnv } from './consumer-harness.js';
+import { isJsonObject, spawnWorker } from './worker-process.js';
 
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const API_KEY = `wh-kill-secret-${randomUUID()}`;
 const db = useTestDatabase();
-
-interface WorkerProcess {
-  child: ChildProcess;
-  /** Every stdout line (JSON logs). */
-  lines: string[];
-  stderr: string[];
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-function spawnWorker(env: Record<string, string>): WorkerProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'worker/main.ts')], {
-    cwd: repoRoot,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const lines: string[] = [];
-  const stderr: string[] = [];
-  createInterface({ input: child.stdout }).on('line', (line) => lines.push(line));
-  createInterface({ input: child.stderr }).on('line', (line) => stderr.push(line));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveExit) =>
-    child.once('exit', (code, signal) => resolveExit({ code, signal })),
-  );
-  return { child, lines, stderr, exited };
-}
-
-function isJsonObject(line: string): boolean {
-  try {
-    const value: unknown = JSON.parse(line);
-    return typeof value === 'object' && value !== null;
-  } catch {
-    return false;
-  }
-}
 
 const WHALE_MIN = '250';
 

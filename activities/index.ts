@@ -18,6 +18,14 @@ import {
   type DecisionInput,
 } from '../db/index.js';
 import { commitPageChunk, openPageProgress, recognisePageEvents, swapPageCursor } from '../db/pages.js';
+import {
+  handOverToStream,
+  recordPageGapDecision,
+  UnknownPageConsumer,
+  UnsupportedPageDecision,
+  type Handover,
+  type PageDecisionView,
+} from '../db/page-decisions.js';
 import type { StreamFilter } from '../protocol/codec.js';
 import { redactSecret } from '../protocol/redact.js';
 import type { CommittedState } from '../protocol/types.js';
@@ -41,6 +49,7 @@ import {
   InvalidPageConsumerConfig,
   type ConsumePagesInput,
   type PageConsumerConfig,
+  type PageConsumerHooks,
   type PageHeartbeat,
   type PageOutcome,
   type PageStore,
@@ -70,6 +79,8 @@ export interface ActivityDeps {
   metrics?: ConsumerMetrics;
   /** Test cut points inside the streaming run (kill -9 between stage, commit and ACK). */
   hooks?: ConsumeStreamDeps['hooks'];
+  /** Test cut points inside the page run (kill -9 around a chunk's commit and the cursor swap). */
+  pageHooks?: PageConsumerHooks;
   /** Where the streaming run takes its lease and commits; default: the db functions on `pool`. */
   store?: ConsumeStreamDeps['store'];
 }
@@ -204,7 +215,11 @@ export function createActivities(deps: ActivityDeps) {
         details: [{ code: error.code }],
       });
     }
-    if (error instanceof UnknownConsumer) {
+    if (
+      error instanceof UnknownConsumer ||
+      error instanceof UnknownPageConsumer ||
+      error instanceof UnsupportedPageDecision
+    ) {
       return ApplicationFailure.create({ type: 'InvalidDecision', message: error.message, nonRetryable: true });
     }
     if (error instanceof StorageFailure) {
@@ -284,7 +299,8 @@ export function createActivities(deps: ActivityDeps) {
       const timer = setInterval(() => heartbeat(), deps.config.stream.heartbeatEveryMs);
       try {
         return await guarded(async () => {
-          const outcome = await runConsumePages({ store: pageStore, config, log }, pagesInput, {
+          const pageDeps = { store: pageStore, config, log, ...(deps.pageHooks ? { hooks: deps.pageHooks } : {}) };
+          const outcome = await runConsumePages(pageDeps, pagesInput, {
             heartbeat,
             signal: ctx.cancellationSignal,
           });
@@ -318,6 +334,16 @@ export function createActivities(deps: ActivityDeps) {
       const view = await guarded(async () => committedView(await recordBindingDecision(pool, input)));
       decided('binding', input);
       return view;
+    },
+
+    /** A backfill's gap decision (from_floor or abandon), with its audit row. */
+    async recordPageGapDecision(input: DecisionInput<GapDecision>): Promise<PageDecisionView> {
+      return guarded(() => recordPageGapDecision(pool, input));
+    },
+
+    /** A caught-up backfill's consumer id becomes a stream consumer starting from the floor. */
+    async handOverToStream(input: { consumerId: string; expectedVersion: number }): Promise<Handover> {
+      return guarded(() => handOverToStream(pool, input));
     },
 
     /** Decides held quarantine; deciding nothing (no held record matched) is refused so the operator sees it. */

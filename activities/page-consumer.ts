@@ -32,8 +32,12 @@ export interface PageConsumerConfig extends PageSourceConfig {
 }
 
 export interface PageConsumerHooks {
+  /** Before a chunk's transaction (test cut point): its events' positions, in journal order. */
+  beforeChunkCommit?(chunk: { firstPosition: number; lastPosition: number }): void | Promise<void>;
   /** After a chunk's transaction committed (test cut point: throw to simulate a crash). */
   afterChunkCommit?(progress: { appliedPosition: number; version: number }): void | Promise<void>;
+  /** Every event of the page has a durable outcome; the cursor swap comes next. */
+  beforeCursorSwap?(progress: { appliedPosition: number; version: number }): void | Promise<void>;
   /** After a page's `next` replaced the cursor. */
   afterCursorSwap?(progress: { appliedPosition: number; version: number }): void | Promise<void>;
 }
@@ -347,6 +351,7 @@ class PageRun {
   /** One chunk's durable outcomes, in one transaction fenced on the progress version. */
   async #applyChunk(chunk: StagedEvent[]): Promise<PageStop | null> {
     const { store, config, hooks } = this.deps;
+    await hooks?.beforeChunkCommit?.({ firstPosition: chunk[0]!.position, lastPosition: chunk.at(-1)!.position });
     const result = await store.commitPageChunk({
       consumerId: this.input.consumerId,
       expectedVersion: this.#current.version,
@@ -370,6 +375,10 @@ class PageRun {
 
   /** Replaces the cursor with the page's `next`, by one compare-and-swap on the progress version. */
   async #swapCursor(page: PageResponse): Promise<PageStop | null> {
+    await this.deps.hooks?.beforeCursorSwap?.({
+      appliedPosition: this.#current.appliedPosition,
+      version: this.#current.version,
+    });
     const swap = await this.deps.store.swapPageCursor({
       consumerId: this.input.consumerId,
       expectedVersion: this.#current.version,

@@ -12,7 +12,7 @@ import {
   type GapDecision,
   type QuarantineDecision,
 } from '../domain/decisions.js';
-import type { ConsumerPhase } from '../workflows/definitions.js';
+import type { BackfillPhase, ConsumerPhase } from '../workflows/definitions.js';
 
 export class CliUsageError extends Error {
   readonly code = 'usage';
@@ -37,6 +37,10 @@ export const CONSUMER_PHASES = [
   'rebinding',
   'completed',
 ] as const satisfies readonly ConsumerPhase[];
+/** What `list --phase` accepts: a stream consumer's phases and a backfill's. */
+export const LIST_PHASES = [...CONSUMER_PHASES, 'backfilling', 'handing_over'] as const satisfies readonly (
+  ConsumerPhase | BackfillPhase
+)[];
 
 // Ids end up in workflow ids and visibility queries; a conservative alphabet keeps both unambiguous.
 const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -83,9 +87,24 @@ export type CliCommand =
   | { command: 'schedule-rebind'; action: 'delete'; scheduleId: string }
   | ({ command: 'pause'; consumerId: string } & AuditArgs)
   | ({ command: 'resume'; consumerId: string } & AuditArgs)
-  | { command: 'list'; consumerId: string | undefined; phase: ConsumerPhase | undefined; json: boolean }
+  | {
+      command: 'list';
+      consumerId: string | undefined;
+      phase: (typeof LIST_PHASES)[number] | undefined;
+      json: boolean;
+    }
   | { command: 'sim'; args: string[] }
-  | { command: 'backfill'; consumerId: string; filter: StreamFilter; maxPages: number | undefined }
+  | {
+      command: 'backfill';
+      consumerId: string;
+      filter: StreamFilter;
+      /** The Temporal-free run in this process (scripts); otherwise backfillWorkflow on a worker. */
+      direct: boolean;
+      maxPages: number | undefined;
+      detach: boolean;
+      /** The live stream consumer's subscription when it is to take over at the head, else null. */
+      thenStream: { subscriptionId: string } | null;
+    }
   | { command: 'backfill-status'; consumerId: string; json: boolean }
   | {
       command: 'run';
@@ -215,21 +234,26 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
     options: [['--consumer ID', 'consumer id (required)'], ...AUDIT_OPTIONS],
   },
   list: {
-    summary: 'list consumer workflows (visibility: WhalehuntConsumerId, WhalehuntPhase)',
+    summary: 'list consumer and backfill workflows (visibility: WhalehuntConsumerId, WhalehuntPhase, WhalehuntKind)',
     usage: 'list [--consumer ID] [--phase PHASE] [--json]',
     options: [
       ['--consumer ID', 'only this consumer'],
-      ['--phase PHASE', CONSUMER_PHASES.join(' | ')],
+      ['--phase PHASE', LIST_PHASES.join(' | ')],
       ['--json', 'print JSON lines'],
     ],
   },
   backfill: {
-    summary: 'page a consumer through the history source into the database, no worker needed (stops when caught up)',
-    usage: 'backfill --consumer ID (--filter JSON | filter options) [--max-pages N]',
+    summary: 'page a consumer through the history source into the database: backfillWorkflow on a worker (or --direct)',
+    usage:
+      'backfill --consumer ID (--filter JSON | filter options) [--detach] [--then-stream [--subscription ID]] | --direct [--max-pages N]',
     options: [
       ['--consumer ID', 'page consumer id (required; its progress is saved, a second run resumes from it)'],
       ...FILTER_OPTIONS.map(([f, d]): [string, string] => [f, `${d}; a consumer stays bound to its first filter`]),
-      ['--max-pages N', 'stop after N pages (exit 0; run again to continue)'],
+      ['--detach', 'start (or find) the workflow and return at once; default: wait, showing progress'],
+      ['--then-stream', 'at the head, hand the consumer over to the live stream consumer (same id and filter)'],
+      ['--subscription ID', "the live consumer's subscription id with --then-stream (default: the consumer id)"],
+      ['--direct', 'run in this process against the source and the database, no Temporal (scripts)'],
+      ['--max-pages N', 'with --direct: stop after N pages (exit 0; run again to continue)'],
     ],
   },
   'backfill-status': {
@@ -269,7 +293,8 @@ export function generalHelp(): string {
     '',
     'Every command takes --help. Connection settings come from the environment:',
     '  TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default "default"), TASK_QUEUE, DATABASE_URL (status).',
-    "  backfill reads the worker's: DATABASE_URL, WHALEHUNT_URL, WHALEHUNT_API_KEY, PAGE_STREAM, PAGE_LIMIT, PAGE_CHUNK_SIZE.",
+    "  backfill --direct reads the worker's: DATABASE_URL, WHALEHUNT_URL, WHALEHUNT_API_KEY, PAGE_STREAM, PAGE_LIMIT,",
+    '  PAGE_CHUNK_SIZE; backfill without it needs Temporal and a worker (which reads them).',
   ].join('\n');
 }
 
@@ -395,12 +420,37 @@ export function parseCommand(argv: readonly string[]): CliCommand {
     case 'schedule-rebind':
       return parseScheduleRebind(rest);
     case 'backfill': {
-      const v = parse(first, rest, { consumer: { type: 'string' }, 'max-pages': { type: 'string' }, ...FILTER_FLAGS });
+      const v = parse(first, rest, {
+        consumer: { type: 'string' },
+        direct: { type: 'boolean' },
+        'max-pages': { type: 'string' },
+        detach: { type: 'boolean' },
+        'then-stream': { type: 'boolean' },
+        subscription: { type: 'string' },
+        ...FILTER_FLAGS,
+      });
+      const consumerId = requiredId(first, 'consumer', v);
+      const direct = v.direct === true;
+      const thenStream = v['then-stream'] === true;
+      if (direct && (v.detach === true || thenStream))
+        throw new CliUsageError(`${first}: --detach and --then-stream need the workflow; drop --direct`, first);
+      if (!direct && v['max-pages'] !== undefined)
+        throw new CliUsageError(`${first}: --max-pages is for --direct runs`, first);
+      if (!thenStream && v.subscription !== undefined)
+        throw new CliUsageError(`${first}: --subscription is for --then-stream`, first);
       return {
         command: first,
-        consumerId: requiredId(first, 'consumer', v),
+        consumerId,
         filter: filterFrom(first, v, { required: true }),
+        direct,
         maxPages: optionalInt(first, 'max-pages', v['max-pages'], 1),
+        detach: v.detach === true,
+        thenStream: thenStream
+          ? {
+              subscriptionId:
+                v.subscription === undefined ? consumerId : field(first, 'subscription', idSchema, v.subscription),
+            }
+          : null,
       };
     }
     case 'backfill-status': {
@@ -416,7 +466,7 @@ export function parseCommand(argv: readonly string[]): CliCommand {
       return {
         command: first,
         consumerId: v.consumer === undefined ? undefined : field(first, 'consumer', idSchema, v.consumer),
-        phase: v.phase === undefined ? undefined : choice(first, 'phase', CONSUMER_PHASES, v.phase),
+        phase: v.phase === undefined ? undefined : choice(first, 'phase', LIST_PHASES, v.phase),
         json: v.json === true,
       };
     }

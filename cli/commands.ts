@@ -12,6 +12,7 @@ import type { consumerWorkflow, rebindWorkflow } from '../workflows/index.js';
 import {
   consumerIdSearchAttribute,
   consumerWorkflowId,
+  kindSearchAttribute,
   pauseSignal,
   phaseSearchAttribute,
   rebindUpdate,
@@ -25,7 +26,15 @@ import {
   type RebindWorkflowInput,
 } from '../workflows/definitions.js';
 import type { CliCommand } from './args.js';
-import { consumerReport, findConsumer, requireRunning, withAnswerTimeout, type TemporalSession } from './consumers.js';
+import { showBackfillWorkflowStatus } from './backfill-workflow.js';
+import {
+  consumerReport,
+  findConsumer,
+  isBackfill,
+  requireRunning,
+  withAnswerTimeout,
+  type TemporalSession,
+} from './consumers.js';
 import { CliError } from './errors.js';
 import { formatStatus } from './format.js';
 
@@ -56,6 +65,7 @@ export async function startConsumer(session: TemporalSession, cmd: Of<'start'>, 
       typedSearchAttributes: [
         { key: consumerIdSearchAttribute, value: cmd.consumerId },
         { key: phaseSearchAttribute, value: 'streaming' },
+        { key: kindSearchAttribute, value: 'stream' },
       ],
     });
     io.out(
@@ -78,6 +88,11 @@ export async function showStatus(
   cmd: Of<'status'>,
   io: CommandIo,
 ): Promise<void> {
+  const workflow = await findConsumer(session, cmd.consumerId).catch(() => null);
+  if (workflow && isBackfill(workflow)) {
+    await showBackfillWorkflowStatus(session, pool, workflow, cmd.consumerId, cmd.json, io);
+    return;
+  }
   const report = await consumerReport(session, pool, cmd.consumerId);
   if (cmd.json) {
     // Mappings can be large and say nothing about progress; the count is enough here.
@@ -207,11 +222,12 @@ export async function pauseOrResume(
 
 export async function listConsumers(session: TemporalSession, cmd: Of<'list'>, io: CommandIo): Promise<void> {
   // Ids and phases were validated against safe alphabets, so quoting them is enough.
-  const clauses = [`WorkflowType = "consumerWorkflow"`];
+  const clauses = [`(WorkflowType = "consumerWorkflow" OR WorkflowType = "backfillWorkflow")`];
   if (cmd.consumerId) clauses.push(`${consumerIdSearchAttribute.name} = "${cmd.consumerId}"`);
   if (cmd.phase) clauses.push(`${phaseSearchAttribute.name} = "${cmd.phase}"`);
   const rows: {
     consumerId: string | null;
+    kind: string;
     phase: string | null;
     status: string;
     workflowId: string;
@@ -221,6 +237,10 @@ export async function listConsumers(session: TemporalSession, cmd: Of<'list'>, i
   for await (const execution of session.client.workflow.list({ query: clauses.join(' AND ') })) {
     rows.push({
       consumerId: execution.typedSearchAttributes.get(consumerIdSearchAttribute) ?? null,
+      // Workflows started before the kind attribute existed are told apart by their type.
+      kind:
+        execution.typedSearchAttributes.get(kindSearchAttribute) ??
+        (execution.type === 'backfillWorkflow' ? 'backfill' : 'stream'),
       phase: execution.typedSearchAttributes.get(phaseSearchAttribute) ?? null,
       status: execution.status.name,
       workflowId: execution.workflowId,
@@ -236,8 +256,11 @@ export async function listConsumers(session: TemporalSession, cmd: Of<'list'>, i
     io.out('no consumers match');
     return;
   }
-  const header = ['CONSUMER', 'PHASE', 'STATUS', 'STARTED'];
-  const table = [header, ...rows.map((r) => [r.consumerId ?? r.workflowId, r.phase ?? '-', r.status, r.startTime])];
+  const header = ['CONSUMER', 'KIND', 'PHASE', 'STATUS', 'STARTED'];
+  const table = [
+    header,
+    ...rows.map((r) => [r.consumerId ?? r.workflowId, r.kind, r.phase ?? '-', r.status, r.startTime]),
+  ];
   const widths = header.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
   for (const row of table)
     io.out(

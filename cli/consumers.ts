@@ -13,7 +13,7 @@ import type { StreamHeartbeat } from '../activities/types.js';
 import { consumerSummary, type ConsumerSummary } from '../db/index.js';
 import { headAndLagAt } from '../protocol/progress.js';
 import { connectClient, TemporalConnectError } from '../worker/temporal-connection.js';
-import { consumerWorkflowId, statusQuery, type ConsumerStatus } from '../workflows/definitions.js';
+import { backfillWorkflowId, consumerWorkflowId, statusQuery, type ConsumerStatus } from '../workflows/definitions.js';
 import type { CliConfig } from './config.js';
 import { CliError } from './errors.js';
 
@@ -49,21 +49,36 @@ export interface ConsumerWorkflow {
   description: WorkflowExecutionDescription;
 }
 
-/** The consumer's workflow, or CliError unknown_consumer naming the workflow id that does not exist. */
+/**
+ * The consumer's workflow: its stream consumer (`whalehunt-consumer:<id>`) or its backfill
+ * (`whalehunt-backfill:<id>`), the running one first, else the latest started; so every operator command reaches
+ * whichever runs. CliError unknown_consumer naming both workflow ids when neither exists.
+ */
 export async function findConsumer(session: TemporalSession, consumerId: string): Promise<ConsumerWorkflow> {
-  const workflowId = consumerWorkflowId(consumerId);
-  const handle = session.client.workflow.getHandle(workflowId);
-  try {
-    return { handle, description: await handle.describe() };
-  } catch (error) {
-    if (error instanceof WorkflowNotFoundError) {
-      throw new CliError(
-        'unknown_consumer',
-        `unknown consumer "${consumerId}": no workflow ${workflowId} in namespace ${session.config.temporal.namespace}`,
-      );
+  const found: ConsumerWorkflow[] = [];
+  for (const workflowId of [consumerWorkflowId(consumerId), backfillWorkflowId(consumerId)]) {
+    const handle = session.client.workflow.getHandle(workflowId);
+    try {
+      found.push({ handle, description: await handle.describe() });
+    } catch (error) {
+      if (!(error instanceof WorkflowNotFoundError)) throw error;
     }
-    throw error;
   }
+  const running = found.find((w) => w.description.status.name === 'RUNNING');
+  const latest = found.sort((a, b) => b.description.startTime.getTime() - a.description.startTime.getTime())[0];
+  const workflow = running ?? latest;
+  if (!workflow) {
+    throw new CliError(
+      'unknown_consumer',
+      `unknown consumer "${consumerId}": no workflow ${consumerWorkflowId(consumerId)} or ${backfillWorkflowId(consumerId)} in namespace ${session.config.temporal.namespace}`,
+    );
+  }
+  return workflow;
+}
+
+/** True when the workflow is a backfill (its status and heartbeats have the backfill's shape). */
+export function isBackfill(workflow: ConsumerWorkflow): boolean {
+  return workflow.description.type === 'backfillWorkflow';
 }
 
 export function requireRunning(consumerId: string, workflow: ConsumerWorkflow): void {

@@ -18,6 +18,7 @@ import {
   type CommandIo,
 } from './commands.js';
 import { runBackfill, showBackfillStatus } from './backfill.js';
+import { runBackfillWorkflow } from './backfill-workflow.js';
 import { loadCliConfig } from './config.js';
 import { connectTemporal } from './consumers.js';
 import { CliError } from './errors.js';
@@ -75,9 +76,9 @@ async function execute(command: CliCommand, env: NodeJS.ProcessEnv, io: CliIo): 
       return runSimulator(command.args);
     case 'run':
       return runMainJob(command, env, io);
-    // The page source needs no Temporal: these talk to the source and the database directly.
+    // backfill --direct and backfill-status need no Temporal: they talk to the source and the database directly.
     case 'backfill':
-      return runBackfill(command, env, io);
+      return command.direct ? runBackfill(command, env, io) : runBackfillWorkflow(command, env, io);
     case 'backfill-status':
       return showBackfillStatus(command, env, io);
     default:

@@ -16,7 +16,7 @@ export interface DecisionInput<D extends GapDecision | BindingDecision | Quarant
   decision: D;
 }
 
-async function insertAudit(
+export async function insertAudit(
   client: pg.PoolClient,
   row: {
     consumerId: string;

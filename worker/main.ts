@@ -15,6 +15,7 @@ import { onShutdownSignal } from './shutdown-signal.js';
 import { connectNative } from './temporal-connection.js';
 import { freeLoopbackPort, prometheusExporter, startWorkerTelemetry, type WorkerTelemetry } from './telemetry.js';
 import { WORKER_HELP } from './help.js';
+import { PAGE_CRASH_AT_VARIABLE, pageCrashHooks, parsePageCrashAt } from './page-crash.js';
 import { createWorker, type ConsumerWorker, type CreateWorkerOptions } from './worker.js';
 
 export const EXIT_CONFIG = 2;
@@ -169,6 +170,7 @@ export interface WorkerRuntimeOptions {
   hooks?: CreateWorkerOptions['hooks'];
   /** The process's endpoint: the activities report to its metrics, /readyz asks this worker. */
   telemetry?: WorkerTelemetry | null;
+  pageHooks?: CreateWorkerOptions['pageHooks'];
 }
 
 export interface WorkerRuntime {
@@ -195,6 +197,7 @@ export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise
       ...(options.telemetry ? { metrics: options.telemetry.metrics } : {}),
       ...(options.workflowBundlePath ? { workflowBundle: { codePath: options.workflowBundlePath } } : {}),
       ...(options.hooks ? { hooks: options.hooks } : {}),
+      ...(options.pageHooks ? { pageHooks: options.pageHooks } : {}),
     });
   } catch (error) {
     await connection.close();
@@ -256,10 +259,12 @@ export async function main(
   let config: WorkerConfig;
   let crash: ReturnType<typeof parseCrashAt>;
   let freezeAt: number | null;
+  let pageCrash: ReturnType<typeof parsePageCrashAt>;
   try {
     config = loadConfig(env);
     crash = parseCrashAt(env[CRASH_AT_VARIABLE]);
     freezeAt = parseFreezeInCommitAt(env[FREEZE_IN_COMMIT_VARIABLE]);
+    pageCrash = parsePageCrashAt(env[PAGE_CRASH_AT_VARIABLE]);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     // One line per variable, no values: one of them is the API key.
@@ -298,6 +303,7 @@ export async function main(
     config: redact(config),
     ...(crash ? { testCrashAt: crash } : {}),
     ...(freezeAt !== null ? { testFreezeInCommitAt: freezeAt } : {}),
+    ...(pageCrash ? { testPageCrashAt: pageCrash } : {}),
   });
   const hooks: CreateWorkerOptions['hooks'] = {
     ...(crash ? crashHooks(crash, log) : {}),
@@ -334,6 +340,7 @@ export async function main(
       ...(env[WORKFLOW_BUNDLE_VARIABLE] ? { workflowBundlePath: env[WORKFLOW_BUNDLE_VARIABLE] } : {}),
       ...(crash || freezeAt !== null ? { hooks } : {}),
       telemetry,
+      ...(pageCrash ? { pageHooks: pageCrashHooks(pageCrash, log) } : {}),
     });
     await runtime.done;
     log.info('worker stopped');

@@ -20,6 +20,8 @@ export interface CreateWorkerOptions {
   workflowsPath?: string;
   /** Test cut points inside the streaming run. */
   hooks?: ActivityDeps['hooks'];
+  /** Test cut points inside the page run. */
+  pageHooks?: ActivityDeps['pageHooks'];
   /** Replaces the streaming run's lease/commit store (tests inject commit failures). */
   store?: ActivityDeps['store'];
   /** Where the activities report metrics (default: nowhere). */
@@ -53,6 +55,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Consum
     config,
     log,
     ...(options.hooks ? { hooks: options.hooks } : {}),
+    ...(options.pageHooks ? { pageHooks: options.pageHooks } : {}),
     ...(options.store ? { store: options.store } : {}),
     ...(options.metrics ? { metrics: options.metrics } : {}),
   });

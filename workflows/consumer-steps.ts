@@ -290,7 +290,7 @@ function streamingActivities(tuning: Required<ConsumerTuning>, leaseMs: number):
 }
 
 /** The short database steps: loading the checkpoint and recording decisions. */
-function decisionActivities(): Activities {
+export function decisionActivities(): Activities {
   return proxyActivities<Activities>({
     startToCloseTimeout: 30_000,
     retry: {
@@ -303,11 +303,11 @@ function decisionActivities(): Activities {
 }
 
 /** Workflow time (deterministic), as the state's timestamps show it. */
-function nowIso(): string {
+export function nowIso(): string {
   return new Date(Date.now()).toISOString();
 }
 
-function errorMessage(error: unknown): string {
+export function errorMessage(error: unknown): string {
   const cause = error instanceof ActivityFailure && error.cause ? error.cause : error;
   return cause instanceof Error ? cause.message : String(cause);
 }

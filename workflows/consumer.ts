@@ -21,6 +21,7 @@ import { ConsumerSteps, DEFAULT_TUNING } from './consumer-steps.js';
 import {
   consumerIdSearchAttribute,
   DEFAULT_LEASE_MS,
+  kindSearchAttribute,
   pauseSignal,
   phaseSearchAttribute,
   rebindRejectedSignal,
@@ -67,7 +68,10 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
   const steps = new ConsumerSteps({ state, inbox, tuning, leaseMs: input.leaseMs ?? DEFAULT_LEASE_MS, publish });
 
   setHandlers(state, inbox);
-  upsertSearchAttributes([{ key: consumerIdSearchAttribute, value: id }]);
+  upsertSearchAttributes([
+    { key: consumerIdSearchAttribute, value: id },
+    { key: kindSearchAttribute, value: 'stream' },
+  ]);
 
   // ---- the loop -------------------------------------------------------------------------------------
   // A first start reads the database before anything else; an unreachable database is waited out on a durable timer.

@@ -27,8 +27,16 @@ export function consumerWorkflowId(consumerId: string): string {
 
 export const consumerIdSearchAttribute = defineSearchAttributeKey('WhalehuntConsumerId', SearchAttributeType.KEYWORD);
 export const phaseSearchAttribute = defineSearchAttributeKey('WhalehuntPhase', SearchAttributeType.KEYWORD);
+/** `stream` (consumerWorkflow) or `backfill` (backfillWorkflow): lets `list` and the UI tell them apart. */
+export const kindSearchAttribute = defineSearchAttributeKey('WhalehuntKind', SearchAttributeType.KEYWORD);
 /** Registered on the dev server and in docker-compose; keep in sync with these keys. */
-export const SEARCH_ATTRIBUTES = { WhalehuntConsumerId: 'Keyword', WhalehuntPhase: 'Keyword' } as const;
+export const SEARCH_ATTRIBUTES = {
+  WhalehuntConsumerId: 'Keyword',
+  WhalehuntPhase: 'Keyword',
+  WhalehuntKind: 'Keyword',
+} as const;
+
+export type WorkflowKind = 'stream' | 'backfill';
 
 export type ConsumerPhase =
   | 'streaming'
@@ -86,7 +94,7 @@ export interface ConsumerCarriedState {
 
 /** Why the consumer is waiting, and the exact command that resolves it (shown in Current Details). */
 export interface ConsumerStop {
-  phase: ConsumerPhase;
+  phase: ConsumerPhase | BackfillPhase;
   reason: string;
   resolveWith: string;
   since: string;
@@ -145,3 +153,76 @@ export interface RebindWorkflowInput {
   filter: StreamFilter;
   requestedBy: string;
 }
+
+// ---- the backfill (the paginated history source, PROTOCOL.md section 8) ----------------------------------
+
+export function backfillWorkflowId(consumerId: string): string {
+  return `whalehunt-backfill:${consumerId}`;
+}
+
+export type BackfillPhase =
+  | 'backfilling'
+  | 'backoff'
+  | 'awaiting_gap_decision'
+  | 'awaiting_quarantine_decision'
+  | 'paused'
+  | 'handing_over'
+  | 'completed';
+
+/** Pages asked per activity run when BackfillWorkflowInput.pagesPerRun is not given. */
+export const DEFAULT_PAGES_PER_RUN = 50;
+
+export interface BackfillWorkflowInput {
+  consumerId: string;
+  /** Fixed per page consumer: the source binds cursors to it. */
+  filter: StreamFilter;
+  /** The paged stream; the worker's PAGE_STREAM when omitted. */
+  stream?: string;
+  /** Pages per activity run (a bounded run: the workflow's history grows by a few events per run). */
+  pagesPerRun?: number;
+  /** When set, the live stream consumer of the same id and filter starts once the backfill reached the head. */
+  thenStream?: { subscriptionId: string; leaseMs?: number };
+  tuning?: ConsumerTuning;
+  carried?: BackfillCarriedState;
+}
+
+/** The page run's counters, summed over the backfill's runs. */
+export interface BackfillCounters {
+  requests: number;
+  pages: number;
+  chunks: number;
+  applied: number;
+  recognised: number;
+  duplicates: number;
+  noEffect: number;
+  quarantined: number;
+}
+
+/** What survives continue-as-new. No secrets, never a page. */
+export interface BackfillCarriedState {
+  phase: BackfillPhase;
+  /** The saved progress as the last run reported it (the database stays the authority). */
+  progress: { resumeCursor: string | null; appliedPosition: number; version: number } | null;
+  counters: BackfillCounters;
+  runs: number;
+  stop: ConsumerStop | null;
+  lastError: string | null;
+  backoffRounds: number;
+  /** How the backfill ended: caught up, abandoned, handed over to `whalehunt-consumer:<id>`. */
+  ending: string | null;
+}
+
+export interface BackfillStatus extends BackfillCarriedState {
+  kind: 'backfill';
+  consumerId: string;
+  filter: StreamFilter;
+  stream: string | null;
+  thenStream: BackfillWorkflowInput['thenStream'] | null;
+}
+
+/** The same wire names as the consumer's (`status`, `resolveGapUpdate`, `resolveQuarantineUpdate`): one CLI. */
+export const backfillStatusQuery = defineQuery<BackfillStatus>('status');
+export const backfillResolveGapUpdate = defineUpdate<BackfillStatus, [GapResolution]>('resolveGapUpdate');
+export const backfillResolveQuarantineUpdate = defineUpdate<BackfillStatus, [QuarantineResolution]>(
+  'resolveQuarantineUpdate',
+);

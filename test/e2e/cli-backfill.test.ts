@@ -1,7 +1,7 @@
-// `whalehunt-consumer backfill` as operators run it (cli/bin.js as a child process) against the reference
-// server's page endpoint and a real Postgres: a run applies the history once and a second run changes nothing;
-// --max-pages stops resumably; a stop that needs an operator exits 1 naming it; backfill-status shows the
-// saved progress; the API key is in no output.
+// `whalehunt-consumer backfill --direct` (the Temporal-free run for scripts) as operators run it (cli/bin.js as
+// a child process) against the reference server's page endpoint and a real Postgres: a run applies the history
+// once and a second run changes nothing; --max-pages stops resumably; a stop that needs an operator exits 1
+// naming it; backfill-status shows the saved progress; the API key is in no output.
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { loadPageProgress } from '../../db/pages.js';
@@ -50,7 +50,7 @@ describe('whalehunt-consumer backfill against the reference page source', () => 
     const { journal, server, run } = await stack(40);
     const consumerId = 'backfill-cli-1';
 
-    const first = await run('backfill', '--consumer', consumerId, '--filter', '{}');
+    const first = await run('backfill', '--direct', '--consumer', consumerId, '--filter', '{}');
     expect(first, first.stderr).toMatchObject({ code: 0 });
     expect(first.stdout).toContain(`backfill ${consumerId}: first run`);
     expect(first.stdout).toContain('caught up');
@@ -60,7 +60,7 @@ describe('whalehunt-consumer backfill against the reference page source', () => 
     expect(applied.executions.length).toBeGreaterThan(0);
     expect(applied.receipts.length).toBe(distinctEventIds(journal));
 
-    const second = await run('backfill', '--consumer', consumerId, '--filter', '{}');
+    const second = await run('backfill', '--direct', '--consumer', consumerId, '--filter', '{}');
     expect(second, second.stderr).toMatchObject({ code: 0 });
     expect(second.stdout).toContain(`resuming at applied position ${journal.history.head}`);
     expect(second.stdout).toMatch(/new 0 {2}recognised \d+/);
@@ -84,21 +84,21 @@ describe('whalehunt-consumer backfill against the reference page source', () => 
     const { journal, server, run } = await stack(60);
     const consumerId = 'backfill-cli-2';
 
-    const limited = await run('backfill', '--consumer', consumerId, '--filter', '{}', '--max-pages', '1');
+    const limited = await run('backfill', '--direct', '--consumer', consumerId, '--filter', '{}', '--max-pages', '1');
     expect(limited, limited.stderr).toMatchObject({ code: 0 });
     expect(limited.stdout).toContain('page limit reached');
     const partial = await loadPageProgress(db.pool, consumerId);
     expect(partial!.appliedPosition).toBeGreaterThan(0);
     expect(partial!.appliedPosition).toBeLessThan(journal.history.head);
 
-    const rest = await run('backfill', '--consumer', consumerId, '--filter', '{}');
+    const rest = await run('backfill', '--direct', '--consumer', consumerId, '--filter', '{}');
     expect(rest, rest.stderr).toMatchObject({ code: 0 });
     expect(rest.stdout).toContain(`resuming at applied position ${partial!.appliedPosition}`);
     expect((await loadPageProgress(db.pool, consumerId))?.appliedPosition).toBe(journal.history.head);
     const saved = await dumpState(db.pool, consumerId);
     expect(saved.receipts.length).toBe(distinctEventIds(journal));
 
-    const rebound = await run('backfill', '--consumer', consumerId, '--kinds', 'trade');
+    const rebound = await run('backfill', '--direct', '--consumer', consumerId, '--kinds', 'trade');
     expect(rebound.code).toBe(1);
     expect(rebound.stdout).toContain('stopped (binding_mismatch), needs an operator');
     expect(await dumpState(db.pool, consumerId)).toEqual(saved);
@@ -109,6 +109,7 @@ describe('whalehunt-consumer backfill against the reference page source', () => 
     const missing = await runCli(
       { DATABASE_URL: db.url, WHALEHUNT_URL: '', WHALEHUNT_API_KEY: '' },
       'backfill',
+      '--direct',
       '--consumer',
       'x',
       '--filter',
@@ -126,6 +127,7 @@ describe('whalehunt-consumer backfill against the reference page source', () => 
         PAGE_LIMIT: 'lots',
       },
       'backfill',
+      '--direct',
       '--consumer',
       'x',
       '--filter',

@@ -23,19 +23,10 @@ import { useTestDatabase } from '../support/db.js';
 import { stopChildProcess, useResources } from '../support/leaks.js';
 import { createTestClient, sharedWorkflowBundlePath, uniqueTaskQueue, waitFor } from '../support/temporal.js';
 import { testWorkerEnv } from './consumer-harness.js';
-import { spawnWorker } from './worker-process.js';
+import { isJsonObject, spawnWorker } from './worker-process.js';
 
 const API_KEY = `wh-kill-secret-${randomUUID()}`;
 const db = useTestDatabase();
-
-function isJsonObject(line: string): boolean {
-  try {
-    const value: unknown = JSON.parse(line);
-    return typeof value === 'object' && value !== null;
-  } catch {
-    return false;
-  }
-}
 
 const WHALE_MIN = '250';
 

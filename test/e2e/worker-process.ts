@@ -30,3 +30,12 @@ export function spawnWorker(env: Record<string, string>): WorkerProcess {
   );
   return { child, lines, stderr, exited };
 }
+
+export function isJsonObject(line: string): boolean {
+  try {
+    const value: unknown = JSON.parse(line);
+    return typeof value === 'object' && value !== null;
+  } catch {
+    return false;
+  }
+}

@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import type { TestProject } from 'vitest/node';
-import { consumerIdSearchAttribute, phaseSearchAttribute } from '../../workflows/definitions.js';
+import { consumerIdSearchAttribute, kindSearchAttribute, phaseSearchAttribute } from '../../workflows/definitions.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -38,7 +38,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
       ip: '127.0.0.1',
       port,
       namespace: NAMESPACE,
-      searchAttributes: [consumerIdSearchAttribute, phaseSearchAttribute],
+      searchAttributes: [consumerIdSearchAttribute, phaseSearchAttribute, kindSearchAttribute],
       log: { format: 'pretty', level: 'warn' },
     },
   });

@@ -271,17 +271,44 @@ describe('parseCommand', () => {
 
   it('parses backfill and backfill-status; usage errors name the option', () => {
     expect(
-      parseCommand(['backfill', '--consumer', 'b1', '--filter', '{"kinds":["trade"]}', '--max-pages', '3']),
+      parseCommand(['backfill', '--consumer', 'b1', '--filter', '{"kinds":["trade"]}', '--direct', '--max-pages', '3']),
     ).toEqual({
       command: 'backfill',
       consumerId: 'b1',
       filter: { kinds: ['trade'] },
+      direct: true,
       maxPages: 3,
+      detach: false,
+      thenStream: null,
     });
     expect(parseCommand(['backfill', '--consumer', 'b1', '--filter', '{}'])).toMatchObject({
       filter: {},
+      direct: false,
       maxPages: undefined,
+      detach: false,
+      thenStream: null,
     });
+    expect(parseCommand(['backfill', '--consumer', 'b1', '--kinds', 'trade', '--detach', '--then-stream'])).toEqual({
+      command: 'backfill',
+      consumerId: 'b1',
+      filter: { kinds: ['trade'] },
+      direct: false,
+      maxPages: undefined,
+      detach: true,
+      thenStream: { subscriptionId: 'b1' },
+    });
+    expect(
+      parseCommand(['backfill', '--consumer', 'b1', '--filter', '{}', '--then-stream', '--subscription', 's9']),
+    ).toMatchObject({ thenStream: { subscriptionId: 's9' } });
+    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--max-pages', '2']).message).toBe(
+      'backfill: --max-pages is for --direct runs',
+    );
+    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--direct', '--then-stream']).message).toBe(
+      'backfill: --detach and --then-stream need the workflow; drop --direct',
+    );
+    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--subscription', 's9']).message).toBe(
+      'backfill: --subscription is for --then-stream',
+    );
     expect(parseCommand(['backfill-status', '--consumer', 'b1', '--json'])).toEqual({
       command: 'backfill-status',
       consumerId: 'b1',
@@ -298,12 +325,12 @@ describe('parseCommand', () => {
     expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{"kinds":"trade"}']).message).toMatch(
       /^backfill: invalid filter at kinds: /,
     );
-    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--max-pages', '0']).message).toBe(
+    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--direct', '--max-pages', '0']).message).toBe(
       'backfill: --max-pages must be at least 1',
     );
-    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--max-pages', '2.5']).message).toBe(
-      'backfill: --max-pages must be an integer',
-    );
+    expect(
+      usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--direct', '--max-pages', '2.5']).message,
+    ).toBe('backfill: --max-pages must be an integer');
     expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--kinds', 'trade']).message).toContain(
       'give either --filter or --kinds, not both',
     );

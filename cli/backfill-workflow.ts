@@ -1,0 +1,191 @@
+// `backfill` on Temporal: starts backfillWorkflow (or attaches to the running one of the consumer) and, unless
+// --detach, follows it through its status query, printing progress as it lands, until it completes (exit 0) or
+// waits for an operator (exit 1, naming the stop and the command that resolves it; the workflow keeps waiting).
+// Also the backfill's side of `status`.
+import { setTimeout as delay } from 'node:timers/promises';
+import type pg from 'pg';
+import { loadPageProgress, type PageProgress } from '../db/pages.js';
+import { canonicalJson } from '../protocol/canonical.js';
+import type { backfillWorkflow } from '../workflows/index.js';
+import {
+  backfillStatusQuery,
+  backfillWorkflowId,
+  consumerIdSearchAttribute,
+  kindSearchAttribute,
+  phaseSearchAttribute,
+  type BackfillStatus,
+  type BackfillWorkflowInput,
+} from '../workflows/definitions.js';
+import type { CliCommand } from './args.js';
+import { loadCliConfig } from './config.js';
+import { connectTemporal, withAnswerTimeout, type ConsumerWorkflow, type TemporalSession } from './consumers.js';
+import { CliError } from './errors.js';
+
+export interface BackfillWorkflowIo {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+type BackfillCommand = Extract<CliCommand, { command: 'backfill' }>;
+
+/** How often a waiting `backfill` asks the workflow for its status. */
+const FOLLOW_INTERVAL_MS = 500;
+const WAITING_PHASES: ReadonlySet<BackfillStatus['phase']> = new Set([
+  'paused',
+  'awaiting_gap_decision',
+  'awaiting_quarantine_decision',
+]);
+
+export async function runBackfillWorkflow(
+  cmd: BackfillCommand,
+  env: NodeJS.ProcessEnv,
+  io: BackfillWorkflowIo,
+): Promise<number> {
+  const session = await connectTemporal(loadCliConfig(env));
+  try {
+    const workflowId = backfillWorkflowId(cmd.consumerId);
+    const input: BackfillWorkflowInput = {
+      consumerId: cmd.consumerId,
+      filter: cmd.filter,
+      ...(cmd.thenStream ? { thenStream: cmd.thenStream } : {}),
+    };
+    const handle = await session.client.workflow.start<typeof backfillWorkflow>('backfillWorkflow', {
+      workflowId,
+      taskQueue: session.config.taskQueue,
+      args: [input],
+      // A running backfill of the consumer is attached to, not doubled; a finished one may run again (it resumes
+      // from the saved cursor).
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      typedSearchAttributes: [
+        { key: consumerIdSearchAttribute, value: cmd.consumerId },
+        { key: phaseSearchAttribute, value: 'backfilling' },
+        { key: kindSearchAttribute, value: 'backfill' },
+      ],
+    });
+    const attached = handle.firstExecutionRunId;
+    io.out(
+      `backfill ${cmd.consumerId}: workflow ${workflowId} run ${attached} (filter ${canonicalJson(cmd.filter)}` +
+        `${cmd.thenStream ? `, then the live stream, subscription ${cmd.thenStream.subscriptionId}` : ''})`,
+    );
+    if (cmd.detach) {
+      io.out(`detached: follow it with \`whalehunt-consumer status --consumer ${cmd.consumerId}\``);
+      return 0;
+    }
+    return await follow(session, cmd.consumerId, io);
+  } finally {
+    await session.close();
+  }
+}
+
+/** Prints progress until the backfill completes (0) or waits for an operator (1). */
+async function follow(session: TemporalSession, consumerId: string, io: BackfillWorkflowIo): Promise<number> {
+  // Without a run id the handle follows continue-as-new to the current run.
+  const handle = session.client.workflow.getHandle<typeof backfillWorkflow>(backfillWorkflowId(consumerId));
+  let lastLine = '';
+  for (;;) {
+    const description = await handle.describe();
+    if (description.status.name !== 'RUNNING') {
+      if (description.status.name !== 'COMPLETED') {
+        throw new CliError('backfill_failed', `backfill ${consumerId} ended ${description.status.name}`);
+      }
+      const final = await handle.result();
+      io.out(progressLine(final));
+      io.out(`completed: ${final.ending ?? 'done'}`);
+      return 0;
+    }
+    const status = await withAnswerTimeout(session, 'backfill status query', () => handle.query(backfillStatusQuery));
+    const line = progressLine(status);
+    if (line !== lastLine) io.out(line);
+    lastLine = line;
+    if (WAITING_PHASES.has(status.phase) && status.stop) {
+      io.out(`waiting (${status.phase}): ${status.stop.reason}`);
+      io.out(`resolve with:\n${status.stop.resolveWith}`);
+      return 1;
+    }
+    await delay(FOLLOW_INTERVAL_MS);
+  }
+}
+
+function progressLine(status: BackfillStatus): string {
+  const c = status.counters;
+  const applied = status.progress ? `applied position ${status.progress.appliedPosition}` : 'no run finished yet';
+  return `  ${status.phase}  ${applied}  pages ${c.pages}  new ${c.applied}  recognised ${c.recognised}  duplicates ${c.duplicates}  quarantined ${c.quarantined}${status.lastError ? `  (last error: ${status.lastError})` : ''}`;
+}
+
+/** `status` for a backfill: the workflow's view (status query) and the database's (the page progress row). */
+export async function showBackfillWorkflowStatus(
+  session: TemporalSession,
+  pool: pg.Pool | null,
+  workflow: ConsumerWorkflow,
+  consumerId: string,
+  json: boolean,
+  io: { out(text: string): void },
+): Promise<void> {
+  let status: BackfillStatus | null = null;
+  let statusError: string | null = null;
+  try {
+    status = await withAnswerTimeout(session, 'status query', () => workflow.handle.query(backfillStatusQuery), 5_000);
+  } catch (error) {
+    statusError = error instanceof Error ? error.message : String(error);
+  }
+  let database: PageProgress | null = null;
+  let databaseError: string | null = null;
+  if (pool) {
+    try {
+      database = await loadPageProgress(pool, consumerId);
+    } catch (error) {
+      databaseError = error instanceof Error ? error.message : String(error);
+    }
+  }
+  const { description } = workflow;
+  const summary = {
+    consumerId,
+    kind: 'backfill' as const,
+    workflow: {
+      workflowId: workflow.handle.workflowId,
+      runId: description.runId,
+      status: description.status.name,
+      startTime: description.startTime.toISOString(),
+    },
+    status,
+    statusError,
+    database,
+    databaseError,
+  };
+  if (json) {
+    io.out(JSON.stringify(summary, null, 2));
+    return;
+  }
+  const rows: [string, string][] = [
+    ['kind', 'backfill (paginated history source)'],
+    ['workflow', `${summary.workflow.workflowId} (${summary.workflow.status}, run ${summary.workflow.runId})`],
+    ['phase', status ? status.phase : `unknown: ${statusError}`],
+  ];
+  if (database) {
+    rows.push(['applied position', `${database.appliedPosition}   version ${database.version}`]);
+    rows.push(['resume cursor', database.resumeCursor === null ? 'none (the retention floor)' : 'saved']);
+  } else {
+    rows.push([
+      'database',
+      databaseError ??
+        (pool ? 'no page progress (not run yet, or handed over to the stream)' : 'not consulted (set DATABASE_URL)'),
+    ]);
+  }
+  if (status) {
+    const c = status.counters;
+    rows.push([
+      'counters',
+      `runs ${status.runs}   pages ${c.pages}   new ${c.applied}   recognised ${c.recognised}   duplicates ${c.duplicates}   quarantined ${c.quarantined}`,
+    ]);
+    rows.push(['filter', canonicalJson(status.filter)]);
+    if (status.thenStream) rows.push(['then', `live stream, subscription ${status.thenStream.subscriptionId}`]);
+    if (status.ending) rows.push(['ended', status.ending]);
+    if (status.stop) {
+      rows.push(['waiting', `${status.stop.reason} (since ${status.stop.since})`]);
+      rows.push(['resolve with', status.stop.resolveWith]);
+    }
+    if (status.lastError) rows.push(['last error', status.lastError]);
+  }
+  const width = Math.max(...rows.map(([label]) => label.length));
+  io.out([`consumer ${consumerId}`, ...rows.map(([label, value]) => `  ${label.padEnd(width)}  ${value}`)].join('\n'));
+}

@@ -1,0 +1,286 @@
+// The backfill workflow's phase steps: run the page activity for a bounded number of pages and take its outcome,
+// back off, wait for a resume, apply the operator's decisions, and hand the consumer id over to the live stream.
+// Each step moves BackfillState to the next phase; the loop (backfill.ts) picks the step by phase and publishes.
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  condition,
+  isCancellation,
+  log,
+  ParentClosePolicy,
+  proxyActivities,
+  startChild,
+} from '@temporalio/workflow';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import type { Activities } from '../activities/index.js';
+import type { PageOutcome } from '../activities/page-consumer.js';
+import type { BackfillInbox } from './backfill-inbox.js';
+import type { BackfillState } from './backfill-state.js';
+import { decisionActivities, errorMessage, NON_RETRYABLE_TYPES, nowIso } from './consumer-steps.js';
+import type { consumerWorkflow } from './consumer.js';
+import {
+  consumerIdSearchAttribute,
+  consumerWorkflowId,
+  kindSearchAttribute,
+  phaseSearchAttribute,
+  type BackfillPhase,
+  type ConsumerTuning,
+} from './definitions.js';
+
+export interface BackfillStepContext {
+  state: BackfillState;
+  inbox: BackfillInbox;
+  tuning: Required<ConsumerTuning>;
+  pagesPerRun: number;
+  publish: () => void;
+}
+
+export class BackfillSteps {
+  private readonly state: BackfillState;
+  private readonly inbox: BackfillInbox;
+  private readonly pages: Activities;
+  private readonly decisions: Activities;
+  /** The running page activity's scope: a pause cancels it (it stops at a chunk boundary). */
+  private activityScope: CancellationScope | null = null;
+  /** Workflow time of the last finished run, for Current Details. */
+  lastRunAt: string | null = null;
+
+  constructor(private readonly context: BackfillStepContext) {
+    this.state = context.state;
+    this.inbox = context.inbox;
+    this.pages = pageActivities(context.tuning);
+    this.decisions = decisionActivities();
+  }
+
+  interruptRun(): void {
+    this.activityScope?.cancel();
+  }
+
+  stopForPause(): void {
+    const pause = this.inbox.pause!;
+    this.stopFor('paused', `paused by ${pause.actor}: ${pause.reason}`);
+  }
+
+  async runPages(): Promise<void> {
+    const { state } = this;
+    state.phase = 'backfilling';
+    this.context.publish();
+    const scope = new CancellationScope();
+    this.activityScope = scope;
+    let outcome: PageOutcome;
+    try {
+      outcome = await scope.run(() =>
+        this.pages.consumePages({
+          consumerId: state.consumerId,
+          filter: state.filter,
+          ...(state.stream ? { stream: state.stream } : {}),
+          maxPages: this.context.pagesPerRun,
+        }),
+      );
+    } catch (error) {
+      this.handleRunFailure(error);
+      return;
+    } finally {
+      this.activityScope = null;
+    }
+    this.lastRunAt = nowIso();
+    state.adopt(outcome);
+    state.lastError = null;
+    state.backoffRounds = 0;
+    this.handleOutcome(outcome);
+  }
+
+  private handleOutcome(outcome: PageOutcome): void {
+    const { state } = this;
+    const at = `applied position ${outcome.progress.appliedPosition}`;
+    switch (outcome.kind) {
+      case 'page_limit':
+      case 'cancelled':
+        // Loop: the next run goes on from the saved cursor; a pause requested meanwhile is taken at the loop's top.
+        return;
+      case 'caught_up':
+        // A non-advancing page with nothing new at the journal's head is the end of the backfill, not an error.
+        if (state.thenStream) state.phase = 'handing_over';
+        else state.complete(`caught up at the head, ${at}`);
+        return;
+      case 'non_advancing':
+      case 'fenced':
+        // Never spin: wait on a growing durable timer, then ask again from the saved cursor.
+        state.lastError =
+          outcome.kind === 'fenced'
+            ? `fenced: another run moved this consumer's progress (version ${outcome.actualVersion ?? 'none'}); nothing written`
+            : `non_advancing: the source repeated the request cursor with events ${outcome.attempts} times; nothing of that page applied`;
+        state.phase = 'backoff';
+        return;
+      case 'reset':
+        this.stopFor(
+          'awaiting_gap_decision',
+          `reset_required (${outcome.reason}): the source refused the saved cursor at ${at}; history ${outcome.history.id} ` +
+            `retains ${outcome.history.floor}..${outcome.history.head}. The cursor is kept until a decision`,
+        );
+        return;
+      case 'held_quarantine':
+        this.stopFor(
+          'awaiting_quarantine_decision',
+          `held quarantine blocks the page: ` +
+            outcome.items
+              .map((item) => `${item.eventId} (${item.reason}, ${item.kind} ${item.entityId} at ${item.position})`)
+              .join(', '),
+        );
+        return;
+      case 'conflict':
+        this.stopFor(
+          'paused',
+          `conflict: event ${outcome.eventId} arrived with content ${outcome.incomingHash}, its receipt has ${outcome.savedHash}. Fix the cause, then resume`,
+        );
+        return;
+      case 'unrecognised_event':
+        this.stopFor(
+          'paused',
+          `unrecognised_event: ${outcome.eventId} at ${outcome.position} is inside the applied prefix but has no receipt (the source's past changed). Fix the cause, then resume`,
+        );
+        return;
+      case 'binding_mismatch':
+        this.stopFor('paused', `binding_mismatch: ${outcome.message}`);
+        return;
+      case 'source_failed':
+        this.stopFor('paused', `source_failed (${outcome.code}): ${outcome.message}. Fix the cause, then resume`);
+        return;
+    }
+  }
+
+  private handleRunFailure(error: unknown): void {
+    if (isCancellation(error)) return;
+    const { state } = this;
+    const cause = error instanceof ActivityFailure ? error.cause : error;
+    const message = cause instanceof Error ? cause.message : String(cause);
+    const type = cause instanceof ApplicationFailure ? cause.type : null;
+    if (type === 'ConfigError') {
+      this.stopFor('paused', `${type}: ${message}. Fix the cause, then resume`);
+      return;
+    }
+    // Retries exhausted (an unavailable source, storage, timeouts): a durable timer, the saved cursor kept.
+    state.lastError = `${type ?? (cause instanceof Error ? cause.name : 'error')}: ${message}`;
+    state.phase = 'backoff';
+    log.warn('page run failed; backing off', { consumerId: state.consumerId, error: state.lastError });
+  }
+
+  async backoff(): Promise<void> {
+    const { tuning } = this.context;
+    const delay = Math.min(tuning.backoffInitialMs * 2 ** this.state.backoffRounds, tuning.backoffMaxMs);
+    this.state.backoffRounds += 1;
+    this.context.publish();
+    const before = this.inbox.wakeups;
+    await condition(() => this.inbox.wakeups !== before, delay);
+    if (this.state.phase === 'backoff') this.state.phase = 'backfilling';
+  }
+
+  async waitForResume(): Promise<void> {
+    await condition(() => this.inbox.resume !== null);
+    this.inbox.takeResume();
+    if (this.state.phase === 'paused') this.state.proceed();
+  }
+
+  async decideGap(): Promise<void> {
+    await condition(() => this.inbox.gap !== null);
+    const { ticket, value } = this.inbox.takeGap()!;
+    const consumerId = this.state.consumerId;
+    const view = await this.record(ticket, () => this.decisions.recordPageGapDecision({ consumerId, ...value }));
+    if (!view) return;
+    this.state.progress = view;
+    if (value.decision === 'abandon') this.state.complete(`abandoned by ${value.actor}: ${value.reason}`);
+    else this.state.proceed();
+  }
+
+  async decideQuarantine(): Promise<void> {
+    await condition(() => this.inbox.quarantine !== null);
+    const { ticket, value } = this.inbox.takeQuarantine()!;
+    const consumerId = this.state.consumerId;
+    if (!(await this.record(ticket, () => this.decisions.resolveQuarantine({ consumerId, ...value })))) return;
+    // The blocked page is asked again at the saved cursor; the decision now lets its chunk commit (or retries it).
+    this.state.proceed();
+  }
+
+  /**
+   * The consumer id becomes a stream consumer (atomically, in the database), then its workflow starts and outlives
+   * this one. A retried step finds the handover done and the workflow started, and completes the same way.
+   */
+  async handOver(): Promise<void> {
+    const { state } = this;
+    const thenStream = state.thenStream!;
+    const handover = await this.decisions.handOverToStream({
+      consumerId: state.consumerId,
+      expectedVersion: state.progress?.version ?? 0,
+    });
+    if (handover.kind === 'fenced') {
+      // Another run moved the progress after ours caught up: page again from the saved cursor, then hand over.
+      state.lastError = `handover fenced: the page progress moved to version ${handover.actualVersion}`;
+      state.phase = 'backfilling';
+      return;
+    }
+    const workflowId = consumerWorkflowId(state.consumerId);
+    try {
+      await startChild<typeof consumerWorkflow>('consumerWorkflow', {
+        workflowId,
+        args: [
+          {
+            consumerId: state.consumerId,
+            subscriptionId: thenStream.subscriptionId,
+            filter: state.filter,
+            initialStart: 'from_floor',
+            ...(thenStream.leaseMs !== undefined ? { leaseMs: thenStream.leaseMs } : {}),
+            tuning: this.context.tuning,
+          },
+        ],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        typedSearchAttributes: [
+          { key: consumerIdSearchAttribute, value: state.consumerId },
+          { key: phaseSearchAttribute, value: 'streaming' },
+          { key: kindSearchAttribute, value: 'stream' },
+        ],
+      });
+    } catch (error) {
+      if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+    }
+    const at = state.progress ? ` after applied position ${state.progress.appliedPosition}` : '';
+    state.complete(`handed over to ${workflowId}${at} (it starts at the floor; receipts recognise the overlap)`);
+  }
+
+  private async record<T>(ticket: number, write: () => Promise<T>): Promise<T | null> {
+    let result: T;
+    try {
+      result = await write();
+    } catch (error) {
+      const message = `decision not recorded: ${errorMessage(error)}`;
+      this.state.lastError = message;
+      this.inbox.settle(ticket, message);
+      return null;
+    }
+    this.state.lastError = null;
+    this.inbox.settle(ticket, null);
+    return result;
+  }
+
+  private stopFor(phase: BackfillPhase, reason: string): void {
+    this.state.stopFor(phase, reason, nowIso());
+  }
+}
+
+/** The bounded page run: heartbeats its progress, cancelled cooperatively, retried a bounded number of times. */
+function pageActivities(tuning: Required<ConsumerTuning>): Activities {
+  return proxyActivities<Activities>({
+    // A run of pagesPerRun pages; the heartbeat timeout, not this, notices a dead worker.
+    startToCloseTimeout: 30 * 60_000,
+    heartbeatTimeout: tuning.heartbeatTimeoutMs,
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    retry: {
+      initialInterval: 1_000,
+      backoffCoefficient: 2,
+      maximumInterval: tuning.maxActivityRetryIntervalMs,
+      maximumAttempts: tuning.maxActivityAttempts,
+      nonRetryableErrorTypes: NON_RETRYABLE_TYPES,
+    },
+  });
+}

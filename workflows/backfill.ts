@@ -1,0 +1,134 @@
+// The backfill workflow: one per page consumer (id `whalehunt-backfill:<consumerId>`). It runs the page activity
+// (PROTOCOL.md section 8) a bounded number of pages at a time, adopts each run's saved progress (the database is
+// the authority) and stops in a named waiting phase whenever an operator must decide (a held quarantine, a
+// refused cursor). It completes at the journal's head, optionally handing the consumer id over to the live
+// stream consumer. The handlers hand requests to the shared inbox; the loop takes them in its steps.
+import {
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  log,
+  setCurrentDetails,
+  setHandler,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import { BackfillInbox } from './backfill-inbox.js';
+import { BACKFILL_RUNNING_PHASES, BackfillState } from './backfill-state.js';
+import { BackfillSteps } from './backfill-steps.js';
+import { DEFAULT_TUNING } from './consumer-steps.js';
+import {
+  backfillResolveGapUpdate,
+  backfillResolveQuarantineUpdate,
+  backfillStatusQuery,
+  consumerIdSearchAttribute,
+  DEFAULT_PAGES_PER_RUN,
+  kindSearchAttribute,
+  pauseSignal,
+  phaseSearchAttribute,
+  resolveGapSignal,
+  resolveQuarantineSignal,
+  resumeSignal,
+  type BackfillPhase,
+  type BackfillStatus,
+  type BackfillWorkflowInput,
+  type GapResolution,
+  type QuarantineResolution,
+} from './definitions.js';
+
+export async function backfillWorkflow(input: BackfillWorkflowInput): Promise<BackfillStatus> {
+  const tuning = { ...DEFAULT_TUNING, ...input.tuning };
+  const state = new BackfillState(input);
+
+  let publishedPhase: BackfillPhase | null = null;
+  const publish = (): void => {
+    if (state.phase !== publishedPhase) {
+      upsertSearchAttributes([{ key: phaseSearchAttribute, value: state.phase }]);
+      publishedPhase = state.phase;
+    }
+    setCurrentDetails(state.details(Date.now(), steps.lastRunAt));
+  };
+  const inbox = new BackfillInbox(state, {
+    interruptRun: () => steps.interruptRun(),
+    publish,
+    warn: (message, attributes) => log.warn(message, attributes),
+  });
+  const steps = new BackfillSteps({
+    state,
+    inbox,
+    tuning,
+    pagesPerRun: input.pagesPerRun ?? DEFAULT_PAGES_PER_RUN,
+    publish,
+  });
+
+  setHandlers(state, inbox);
+  upsertSearchAttributes([
+    { key: consumerIdSearchAttribute, value: state.consumerId },
+    { key: kindSearchAttribute, value: 'backfill' },
+  ]);
+  publish();
+
+  let runsThisExecution = 0;
+  for (;;) {
+    if (state.phase === 'completed') {
+      publish();
+      await condition(allHandlersFinished);
+      return state.status();
+    }
+    if (BACKFILL_RUNNING_PHASES.includes(state.phase) && inbox.pause) {
+      steps.stopForPause();
+      publish();
+    }
+    switch (state.phase) {
+      case 'backfilling':
+        await steps.runPages();
+        runsThisExecution += 1;
+        break;
+      case 'backoff':
+        await steps.backoff();
+        break;
+      case 'paused':
+        await steps.waitForResume();
+        break;
+      case 'awaiting_gap_decision':
+        await steps.decideGap();
+        break;
+      case 'awaiting_quarantine_decision':
+        await steps.decideQuarantine();
+        break;
+      case 'handing_over':
+        await steps.handOver();
+        break;
+    }
+    publish();
+    if (
+      BACKFILL_RUNNING_PHASES.includes(state.phase) &&
+      (workflowInfo().continueAsNewSuggested || runsThisExecution >= tuning.maxRunsPerExecution)
+    ) {
+      await condition(allHandlersFinished);
+      if (inbox.pause) steps.stopForPause();
+      await continueAsNew<typeof backfillWorkflow>({ ...input, carried: state.carried() });
+    }
+  }
+}
+
+function setHandlers(state: BackfillState, inbox: BackfillInbox): void {
+  const awaitResult = async (ticket: number): Promise<BackfillStatus> => {
+    inbox.expectResult(ticket);
+    await condition(() => inbox.hasResult(ticket));
+    return inbox.takeResult(ticket);
+  };
+  setHandler(backfillStatusQuery, () => state.status());
+  setHandler(resolveGapSignal, (resolution) => inbox.ignoreInvalid('resolveGap', () => inbox.acceptGap(resolution)));
+  setHandler(resolveQuarantineSignal, (resolution) =>
+    inbox.ignoreInvalid('resolveQuarantine', () => inbox.acceptQuarantine(resolution)),
+  );
+  setHandler(backfillResolveGapUpdate, (resolution) => awaitResult(inbox.acceptGap(resolution)), {
+    validator: (resolution: GapResolution) => inbox.validateGap(resolution),
+  });
+  setHandler(backfillResolveQuarantineUpdate, (resolution) => awaitResult(inbox.acceptQuarantine(resolution)), {
+    validator: (resolution: QuarantineResolution) => inbox.validateQuarantine(resolution),
+  });
+  setHandler(pauseSignal, (audit) => inbox.ignoreInvalid('pause', () => inbox.requestPause(audit)));
+  setHandler(resumeSignal, (audit) => inbox.ignoreInvalid('resume', () => inbox.requestResume(audit)));
+}

@@ -78,7 +78,7 @@ describe('parseCommand', () => {
     }
     expect(usageError([...start, '--lease-ms', '99999999999999999999']).message).toBe('start: --lease-ms is too large');
     expect(usageError(['run', '--interval-ms', '-1']).message).toBe('run: --interval-ms must be at least 100');
-    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--max-pages', '-3']).message).toBe(
+    expect(usageError(['backfill', '--direct', '--consumer', 'b1', '--filter', '{}', '--max-pages', '-3']).message).toBe(
       'backfill: --max-pages must be at least 1',
     );
     // A dash-led value of a text option is taken as the value too; a missing value is still refused.

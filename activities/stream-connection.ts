@@ -7,7 +7,8 @@ import { decodeServerFrame, encodeClientFrame, WireError, type ClientFrameBody }
 import { ServerStaleGeneration, type Session, type SessionAction, type SessionStop } from '../protocol/session.js';
 import type { SessionFence } from '../protocol/session-fence.js';
 import { StagingBoundExceeded } from '../protocol/staging.js';
-import type { CheckpointPlan } from '../protocol/types.js';
+import { isUnchangedCheckpoint } from '../protocol/checkpoint-change.js';
+import type { CheckpointPlan, CommittedState } from '../protocol/types.js';
 import type { CheckpointOutcome, CommitResult } from '../db/commit.js';
 import { InvalidPlan } from '../domain/errors.js';
 import { describeConflict, unreachable } from '../domain/outcomes.js';
@@ -34,7 +35,7 @@ export interface ConnectionRun {
   readonly consumerId: string;
   readonly counters: StreamCounters;
   readonly signal: AbortSignal;
-  committedPosition(): number | null;
+  committedState(): CommittedState;
   recordCommit(plan: CheckpointPlan, committed: CommitResult): void;
   outcome(stop: OutcomeStop): ConsumeOutcome;
 }
@@ -56,7 +57,11 @@ export class StreamConnection {
   /** Frames and ticks are handled one at a time, each behind the previous one's commit. */
   #queue: Promise<void> = Promise.resolve();
   #queuedFrames = 0;
-  /** A checkpoint committed on this connection (the run's reconnect count starts over). */
+  /**
+   * A commit on this connection moved the committed position forward (the run's reconnect count starts over).
+   * Re-committing the same position is not progress (PROTOCOL.md §6): a fault that recurs on every session
+   * must escalate.
+   */
   #progressed = false;
   readonly #ws: WebSocket;
   readonly #handshakeTimer: ReturnType<typeof setTimeout>;
@@ -217,15 +222,19 @@ export class StreamConnection {
   async #commit(plan: CheckpointPlan): Promise<void> {
     const { store, hooks } = this.deps;
     const { session, returnsRebound } = this.current;
+    const saved = this.run.committedState();
+    // The saved checkpoint delivered again (an empty replay up to an unchanged cut) is committed already: no write,
+    // no version bump, but still its ACK.
+    const unchanged = isUnchangedCheckpoint(plan, saved);
     let committed: CheckpointOutcome;
     try {
-      committed = await store.commitCheckpoint(plan);
+      committed = unchanged ? unchangedCommit(saved) : await store.commitCheckpoint(plan);
     } catch (error) {
       return this.#end(handleCommitFailure(error, plan, this.run, this.deps.log));
     }
     if (committed.kind !== 'committed') return this.#end(handleCommitRefusal(committed, plan, this.run, this.deps.log));
-    this.#progressed = true;
-    this.run.recordCommit(plan, committed);
+    if (saved.position === null || plan.checkpoint.position > saved.position) this.#progressed = true;
+    if (!unchanged) this.run.recordCommit(plan, committed);
     await hooks?.afterCommit?.(plan.checkpoint.position);
     // The version moves even when no ACK may be sent, so the next plan fences correctly.
     const ack = session.committed(plan, committed);
@@ -292,7 +301,7 @@ export class StreamConnection {
     this.deps.log.error('dropping the stream session; staging discarded', {
       code,
       error: error.message,
-      position: this.run.committedPosition(),
+      position: this.run.committedState().position,
     });
     this.#end({ kind: 'reconnect', code, message: error.message, progressed: this.#progressed });
   }
@@ -316,6 +325,21 @@ export class StreamConnection {
     await closeSocket(this.#ws);
     this.#resolveEnded(value);
   }
+}
+
+/** The outcome of a plan that names the saved checkpoint: committed at the saved version, nothing written. */
+function unchangedCommit(saved: CommittedState): CheckpointOutcome {
+  return {
+    kind: 'committed',
+    version: saved.version,
+    position: saved.position ?? 0,
+    applied: 0,
+    duplicates: 0,
+    noEffect: 0,
+    quarantined: 0,
+    qualityUpdated: 0,
+    outboxed: 0,
+  };
 }
 
 /** A commit that did not commit: no ACK; the outcome says why. */

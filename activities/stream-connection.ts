@@ -7,7 +7,6 @@ import { decodeServerFrame, encodeClientFrame, WireError, type ClientFrameBody }
 import { ServerStaleGeneration, type Session, type SessionAction, type SessionStop } from '../protocol/session.js';
 import type { SessionFence } from '../protocol/session-fence.js';
 import { StagingBoundExceeded } from '../protocol/staging.js';
-import { isUnchangedCheckpoint } from '../protocol/checkpoint-change.js';
 import type { CheckpointPlan, CommittedState } from '../protocol/types.js';
 import type { CheckpointOutcome, CommitResult } from '../db/commit.js';
 import { InvalidPlan } from '../domain/errors.js';
@@ -222,19 +221,16 @@ export class StreamConnection {
   async #commit(plan: CheckpointPlan): Promise<void> {
     const { store, hooks } = this.deps;
     const { session, returnsRebound } = this.current;
-    const saved = this.run.committedState();
-    // The saved checkpoint delivered again (an empty replay up to an unchanged cut) is committed already: no write,
-    // no version bump, but still its ACK.
-    const unchanged = isUnchangedCheckpoint(plan, saved);
+    const before = this.run.committedState().position;
     let committed: CheckpointOutcome;
     try {
-      committed = unchanged ? unchangedCommit(saved) : await store.commitCheckpoint(plan);
+      committed = await store.commitCheckpoint(plan);
     } catch (error) {
       return this.#end(handleCommitFailure(error, plan, this.run, this.deps.log));
     }
     if (committed.kind !== 'committed') return this.#end(handleCommitRefusal(committed, plan, this.run, this.deps.log));
-    if (saved.position === null || plan.checkpoint.position > saved.position) this.#progressed = true;
-    if (!unchanged) this.run.recordCommit(plan, committed);
+    if (before === null || plan.checkpoint.position > before) this.#progressed = true;
+    this.run.recordCommit(plan, committed);
     await hooks?.afterCommit?.(plan.checkpoint.position);
     // The version moves even when no ACK may be sent, so the next plan fences correctly.
     const ack = session.committed(plan, committed);
@@ -325,21 +321,6 @@ export class StreamConnection {
     await closeSocket(this.#ws);
     this.#resolveEnded(value);
   }
-}
-
-/** The outcome of a plan that names the saved checkpoint: committed at the saved version, nothing written. */
-function unchangedCommit(saved: CommittedState): CheckpointOutcome {
-  return {
-    kind: 'committed',
-    version: saved.version,
-    position: saved.position ?? 0,
-    applied: 0,
-    duplicates: 0,
-    noEffect: 0,
-    quarantined: 0,
-    qualityUpdated: 0,
-    outboxed: 0,
-  };
 }
 
 /** A commit that did not commit: no ACK; the outcome says why. */

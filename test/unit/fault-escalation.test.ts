@@ -2,7 +2,7 @@
 // written again; a timed-out run is a crash (taken over at once), any other failure a fault that is counted.
 import { ActivityFailure, ApplicationFailure, CancelledFailure, RetryState, TimeoutFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
-import { isUnchangedCheckpoint } from '../../protocol/checkpoint-change.js';
+import { namesSavedCheckpoint } from '../../protocol/checkpoint-change.js';
 import type { CheckpointPlan, CommittedState } from '../../protocol/types.js';
 import { ConsumerState } from '../../workflows/consumer-state.js';
 import { classifyRunFailure, movedForward } from '../../workflows/run-failure.js';
@@ -45,22 +45,21 @@ const plan: CheckpointPlan = {
   actions: { whaleAlertMinNotional: null },
 };
 
-describe('isUnchangedCheckpoint', () => {
-  it('is true for the saved checkpoint delivered again with nothing in it', () => {
-    expect(isUnchangedCheckpoint(plan, saved)).toBe(true);
+describe('namesSavedCheckpoint', () => {
+  it('is true for the saved checkpoint delivered again with no events', () => {
+    expect(namesSavedCheckpoint(plan, saved)).toBe(true);
   });
 
-  it('is false when anything would change: a new token at the same position, a position, a cut, the binding, events', () => {
+  it('is false when the checkpoint would change: a new token at the same position, a position, a cut, the binding, events', () => {
     const changed: CheckpointPlan[] = [
       { ...plan, checkpoint: { ...plan.checkpoint, token: 'tok-40b' } },
       { ...plan, checkpoint: { ...plan.checkpoint, position: 41 } },
       { ...plan, checkpoint: { ...plan.checkpoint, cutPosition: 45, cutReached: false } },
       { ...plan, binding: { ...plan.binding, generation: 2 } },
       { ...plan, events: [{} as CheckpointPlan['events'][number]] },
-      { ...plan, qualityNotices: [{} as CheckpointPlan['qualityNotices'][number]] },
     ];
-    for (const p of changed) expect(isUnchangedCheckpoint(p, saved)).toBe(false);
-    expect(isUnchangedCheckpoint(plan, { ...saved, pendingStart: 'live_cut' })).toBe(false);
+    for (const p of changed) expect(namesSavedCheckpoint(p, saved)).toBe(false);
+    expect(namesSavedCheckpoint(plan, { ...saved, pendingStart: 'live_cut' })).toBe(false);
   });
 });
 

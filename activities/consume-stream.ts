@@ -139,7 +139,7 @@ class StreamRun {
         // After a commit in this run, reconnect from the newly committed token (and its saved binding).
         const end = await this.#connect(this.#committedThisRun ? this.#resumeStart() : start);
         if (end.kind === 'outcome') return end.outcome;
-        if (end.kind === 'throw') throw end.error;
+        if (end.kind === 'throw') throw this.#withCommitted(end.error);
         // The new binding committed, though the connection then ended another way (lease, drop): report it.
         if (this.#committedThisRun && start.returnsRebound)
           return this.#outcome({ kind: 'rebound', generation: this.#state.generation ?? 0 });
@@ -147,9 +147,11 @@ class StreamRun {
         this.deps.metrics?.reconnected(this.input.consumerId, end.code);
         failures = end.progressed ? 1 : failures + 1;
         if (failures > reconnect.maxAttempts) {
-          throw new StreamTransportError(
-            end.code,
-            `stream failed ${failures} times in a row without progress; last: ${end.message}`,
+          throw this.#withCommitted(
+            new StreamTransportError(
+              end.code,
+              `stream failed ${failures} times in a row without progress at position ${this.#state.position ?? 'none'}; last: ${end.message}`,
+            ),
           );
         }
         const delay = backoffDelay(reconnect, failures);
@@ -225,7 +227,7 @@ class StreamRun {
         consumerId: this.input.consumerId,
         counters: this.#counters,
         signal: this.ctx.signal,
-        committedPosition: () => this.#state.position,
+        committedState: () => this.#state,
         recordCommit: (plan, committed) => this.#recordCommit(plan, committed),
         outcome: (stop) => this.#outcome(stop),
       },
@@ -282,6 +284,12 @@ class StreamRun {
       headPosition: this.#counters.lastHeadPosition,
       counters: { ...this.#counters },
     });
+  }
+
+  /** A transport error carries the committed checkpoint, so the workflow can tell whether the run made progress. */
+  #withCommitted(error: Error): Error {
+    if (error instanceof StreamTransportError) error.committed = checkpointSummary(this.#state);
+    return error;
   }
 
   #outcome(rest: OutcomeStop): ConsumeOutcome {

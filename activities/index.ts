@@ -192,7 +192,7 @@ export function createActivities(deps: ActivityDeps) {
       return ApplicationFailure.create({
         type: 'StreamTransportError',
         message: scrub(`${error.code}: ${error.message}`),
-        details: [{ code: error.code }],
+        details: [{ code: error.code, committed: error.committed, retryAfterMs: error.retryAfterMs ?? null }],
         ...(error.retryAfterMs !== undefined ? { nextRetryDelay: error.retryAfterMs } : {}),
       });
     }

@@ -7,7 +7,7 @@ import { decodeServerFrame, encodeClientFrame, WireError, type ClientFrameBody }
 import { ServerStaleGeneration, type Session, type SessionAction, type SessionStop } from '../protocol/session.js';
 import type { SessionFence } from '../protocol/session-fence.js';
 import { StagingBoundExceeded } from '../protocol/staging.js';
-import type { CheckpointPlan } from '../protocol/types.js';
+import type { CheckpointPlan, CommittedState } from '../protocol/types.js';
 import type { CheckpointOutcome, CommitResult } from '../db/commit.js';
 import { StorageFailure } from '../db/errors.js';
 import { InvalidPlan } from '../domain/errors.js';
@@ -36,7 +36,7 @@ export interface ConnectionRun {
   readonly consumerId: string;
   readonly counters: StreamCounters;
   readonly signal: AbortSignal;
-  committedPosition(): number | null;
+  committedState(): CommittedState;
   recordCommit(plan: CheckpointPlan, committed: CommitResult): void;
   outcome(stop: OutcomeStop): ConsumeOutcome;
 }
@@ -58,7 +58,11 @@ export class StreamConnection {
   /** Frames and ticks are handled one at a time, each behind the previous one's commit. */
   #queue: Promise<void> = Promise.resolve();
   #queuedFrames = 0;
-  /** A checkpoint committed on this connection (the run's reconnect count starts over). */
+  /**
+   * A commit on this connection moved the committed position forward (the run's reconnect count starts over).
+   * Re-committing the same position is not progress (PROTOCOL.md §6): a fault that recurs on every session
+   * must escalate.
+   */
   #progressed = false;
   readonly #ws: WebSocket;
   readonly #handshakeTimer: ReturnType<typeof setTimeout>;
@@ -221,6 +225,7 @@ export class StreamConnection {
   async #commit(plan: CheckpointPlan): Promise<void> {
     const { store, hooks } = this.deps;
     const { session, returnsRebound } = this.current;
+    const before = this.run.committedState().position;
     let committed: CheckpointOutcome;
     const { commitBoundMs } = this.deps.config;
     const commitStart = performance.now();
@@ -245,7 +250,7 @@ export class StreamConnection {
       committed,
       (commitEnd - commitStart) / 1000,
     );
-    this.#progressed = true;
+    if (before === null || plan.checkpoint.position > before) this.#progressed = true;
     this.run.recordCommit(plan, committed);
     await hooks?.afterCommit?.(plan.checkpoint.position);
     // The version moves even when no ACK may be sent, so the next plan fences correctly.
@@ -316,7 +321,7 @@ export class StreamConnection {
     this.deps.log.error('dropping the stream session; staging discarded', {
       code,
       error: error.message,
-      position: this.run.committedPosition(),
+      position: this.run.committedState().position,
     });
     this.#end({ kind: 'reconnect', code, message: error.message, progressed: this.#progressed });
   }

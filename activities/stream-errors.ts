@@ -1,6 +1,7 @@
 // The streaming run's typed errors: each carries a code and whether a retry can help; the activity wrapper turns
 // them into Temporal failures.
 import { describeFenced, type CheckpointFenced } from '../db/commit.js';
+import type { CheckpointSummary } from './types.js';
 
 /** The database is behind the workflow's copy: a restored backup or a bug. Not retryable. */
 export class DatabaseBehind extends Error {
@@ -47,6 +48,8 @@ export type StreamTransportCode =
 export class StreamTransportError extends Error {
   override readonly name = 'StreamTransportError';
   readonly retryable = true;
+  /** The committed checkpoint when the run gave up: the workflow tells a fault with progress from one without. */
+  committed: CheckpointSummary | null = null;
   constructor(
     readonly code: StreamTransportCode,
     message: string,

@@ -23,6 +23,7 @@ import type { OuterJoined, RawRow } from './rows.js';
 import type { eventReceipts, executions as executionsTable, quarantine as quarantineTable } from './schema.js';
 import { lockCheckpoint } from './state.js';
 import { inTransaction } from './transaction.js';
+import { unchangedCommit } from './unchanged-checkpoint.js';
 
 export interface CommitResult {
   version: number;
@@ -62,7 +63,8 @@ export function describeFenced(consumerId: string, fenced: CheckpointFenced): st
 /**
  * Commits one checkpoint plan atomically and says what happened: committed; fenced (another attempt owns the
  * consumer); conflict (same eventId, different content); held_quarantine (events the reducer cannot apply were
- * recorded as held; the checkpoint did not move). Throws InvalidPlan (nothing written) and StorageFailure.
+ * recorded as held; the checkpoint did not move). A plan that names the saved checkpoint and changes nothing is
+ * committed without a write (the version stays). Throws InvalidPlan (nothing written) and StorageFailure.
  */
 export async function commitCheckpoint(
   pool: pg.Pool,
@@ -79,6 +81,8 @@ export async function commitCheckpoint(
     }
     validatePlanAgainstSaved(plan, saved);
     await whileLocked?.();
+    const unchanged = await unchangedCommit(client, plan, saved);
+    if (unchanged) return { kind: 'committed', ...unchanged };
 
     const existing = await readExisting(client, plan.consumerId, plan.events);
     const decision = decideCommit(plan, existing);

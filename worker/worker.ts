@@ -73,6 +73,9 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Consum
     shutdownForceTime: options.shutdownForceTimeMs ?? 60_000,
     // Heartbeats (and with them pause/rebind cancellations) reach the server within ~2 s.
     maxHeartbeatThrottleInterval: 2_000,
+    // After a kill -9 the workflow task that reacts to the timed-out lease waits on the dead worker's sticky queue
+    // this long before another worker gets it: it bounds the takeover beyond the heartbeat timeout (default 10 s).
+    stickyQueueScheduleToStartTimeout: 2_000,
   });
 
   let running: Promise<void> | null = null;

@@ -18,7 +18,7 @@ import type { Activities } from '../activities/index.js';
 import type { PageOutcome } from '../activities/page-consumer.js';
 import type { BackfillInbox } from './backfill-inbox.js';
 import type { BackfillState } from './backfill-state.js';
-import { decisionActivities, errorMessage, NON_RETRYABLE_TYPES, nowIso } from './consumer-steps.js';
+import { decisionActivities, errorMessage, nowIso } from './consumer-steps.js';
 import type { consumerWorkflow } from './consumer.js';
 import {
   consumerIdSearchAttribute,
@@ -268,6 +268,9 @@ export class BackfillSteps {
   }
 }
 
+/** Page-run failures that need an operator or another attempt's fencing, never a blind retry. */
+const PAGE_RUN_NON_RETRYABLE_TYPES = ['LeaseLost', 'DatabaseBehind', 'ConfigError'];
+
 /** The bounded page run: heartbeats its progress, cancelled cooperatively, retried a bounded number of times. */
 function pageActivities(tuning: Required<ConsumerTuning>): Activities {
   return proxyActivities<Activities>({
@@ -280,7 +283,7 @@ function pageActivities(tuning: Required<ConsumerTuning>): Activities {
       backoffCoefficient: 2,
       maximumInterval: tuning.maxActivityRetryIntervalMs,
       maximumAttempts: tuning.maxActivityAttempts,
-      nonRetryableErrorTypes: NON_RETRYABLE_TYPES,
+      nonRetryableErrorTypes: PAGE_RUN_NON_RETRYABLE_TYPES,
     },
   });
 }

@@ -6,6 +6,7 @@ import type { ConsumeOutcome, CheckpointSummary, StartDirective, StreamCounters 
 import { emptyCounters } from '../activities/types.js';
 import type { StreamFilter } from '../protocol/codec.js';
 import { headAndLagAt } from '../protocol/progress.js';
+import { movedForward } from './run-failure.js';
 import { resolveBindingCommand, resolveGapCommand, resolveQuarantineCommand, resumeCommand } from './commands.js';
 import type {
   ConsumerCarriedState,
@@ -33,6 +34,8 @@ export class ConsumerState {
   /** Streaming activity runs over the consumer's whole life (all executions). */
   runs: number;
   backoffRounds: number;
+  faultsWithoutProgress: number;
+  progressBase: number | null;
 
   constructor(input: ConsumerWorkflowInput) {
     const carried = input.carried;
@@ -50,6 +53,22 @@ export class ConsumerState {
     this.counters = carried?.counters ?? emptyCounters();
     this.runs = carried?.runs ?? 0;
     this.backoffRounds = carried?.backoffRounds ?? 0;
+    this.faultsWithoutProgress = carried?.faultsWithoutProgress ?? 0;
+    this.progressBase = carried?.progressBase ?? null;
+  }
+
+  /** The fault count starts over when the committed position moved beyond the one it was last reset at. */
+  noteProgress(): void {
+    const position = this.committed?.position ?? null;
+    if (!movedForward(this.progressBase, position)) return;
+    this.progressBase = position;
+    this.faultsWithoutProgress = 0;
+  }
+
+  /** One more failed run without progress; returns the count. */
+  countFault(): number {
+    this.faultsWithoutProgress += 1;
+    return this.faultsWithoutProgress;
   }
 
   /** The phase a session with the current start directive runs in. */
@@ -150,6 +169,8 @@ export class ConsumerState {
       runs: this.runs,
       start: this.start,
       backoffRounds: this.backoffRounds,
+      faultsWithoutProgress: this.faultsWithoutProgress,
+      progressBase: this.progressBase,
     };
   }
 

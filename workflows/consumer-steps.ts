@@ -4,30 +4,34 @@
 import {
   ActivityCancellationType,
   ActivityFailure,
-  ApplicationFailure,
   CancellationScope,
   condition,
-  isCancellation,
   log,
+  patched,
   proxyActivities,
 } from '@temporalio/workflow';
 import type { Activities, CommittedView } from '../activities/index.js';
 import type { ConsumeOutcome, DecisionAudit } from '../activities/types.js';
 import type { ConsumerInbox } from './consumer-inbox.js';
 import type { ConsumerState } from './consumer-state.js';
-import type { ConsumerTuning } from './definitions.js';
+import { DEFAULT_HEARTBEAT_TIMEOUT_MS, type ConsumerTuning } from './definitions.js';
+import { classifyRunFailure, type RunFailure } from './run-failure.js';
 
 export const DEFAULT_TUNING: Required<ConsumerTuning> = {
-  heartbeatTimeoutMs: 15_000,
+  heartbeatTimeoutMs: DEFAULT_HEARTBEAT_TIMEOUT_MS,
+  maxFaultsWithoutProgress: 6,
   maxActivityAttempts: 5,
   maxActivityRetryIntervalMs: 30_000,
-  backoffInitialMs: 30_000,
-  backoffMaxMs: 10 * 60_000,
+  backoffInitialMs: 1_000,
+  backoffMaxMs: 60_000,
   maxRunsPerExecution: 500,
 };
 
-/** Activity failure types the workflow must not retry blindly (the activity marks them non-retryable too). */
-export const NON_RETRYABLE_TYPES = ['LeaseLost', 'DatabaseBehind', 'ConfigError'];
+/**
+ * Histories written before this change retried the streaming activity in Temporal and backed off on every failure;
+ * they replay that way. New executions take over at once after a crash and escalate repeated faults to a stop.
+ */
+export const ESCALATION_PATCH = 'crash-takeover-and-fault-escalation';
 
 export interface StepContext {
   state: ConsumerState;
@@ -46,6 +50,8 @@ export class ConsumerSteps {
   private readonly decisions: Activities;
   /** The running lease's scope: a pause or a rebind cancels it. */
   private activityScope: CancellationScope | null = null;
+  /** The server's retry-after of the last fault: the next backoff waits at least this long. */
+  private retryAfterMs = 0;
 
   constructor(private readonly context: StepContext) {
     this.state = context.state;
@@ -133,6 +139,7 @@ export class ConsumerSteps {
       this.activityScope = null;
     }
     state.adopt(outcome);
+    state.noteProgress();
     state.lastError = null;
     this.handleOutcome(outcome);
   }
@@ -172,23 +179,78 @@ export class ConsumerSteps {
   }
 
   private handleRunFailure(error: unknown): void {
-    if (isCancellation(error)) return; // cancelled before any outcome: nothing to adopt
+    const failure = classifyRunFailure(error);
+    if (failure.kind === 'cancelled') return; // cancelled before any outcome: nothing to adopt
     const { state } = this;
-    const cause = error instanceof ActivityFailure ? error.cause : error;
-    const message = cause instanceof Error ? cause.message : String(cause);
-    const type = cause instanceof ApplicationFailure ? cause.type : null;
-    if (type === 'DatabaseBehind' || type === 'ConfigError') {
-      this.stopFor('paused', `${type}: ${message}. Fix the cause; resume adopts the database's checkpoint`);
+    if (failure.kind === 'stop') {
+      this.stopFor(
+        'paused',
+        `${failure.type}: ${failure.message}. Fix the cause; resume adopts the database's checkpoint`,
+      );
       return;
     }
-    // Retries exhausted (transport, overload, timeouts) or a lost lease: wait on a durable timer, keep the token.
-    state.lastError = `${type ?? (cause instanceof Error ? cause.name : 'error')}: ${message}`;
+    if (!patched(ESCALATION_PATCH)) {
+      const type = failure.kind === 'crash' ? 'TimeoutFailure' : failure.type;
+      state.lastError = `${type}: ${failure.kind === 'crash' ? failure.description : failure.message}`;
+      state.phase = 'backoff';
+      return;
+    }
+    if (failure.kind === 'crash') {
+      // The worker died or vanished: not the stream's fault. The next run takes the lease over at once.
+      state.lastError = `streaming run lost its worker (${failure.description}); the next run took over at once`;
+      log.warn('streaming run timed out; taking over at once', { consumerId: state.consumerId });
+      return;
+    }
+    this.handleFault(failure);
+  }
+
+  /**
+   * A fault that is not a crash: counted while the committed position does not move forward, waited on with a
+   * growing backoff, and past the bound a stop that names it (PROTOCOL.md §6).
+   */
+  private handleFault(fault: Extract<RunFailure, { kind: 'fault' }>): void {
+    const { state } = this;
+    if (fault.committed) state.committed = fault.committed;
+    state.noteProgress();
+    state.lastError = `${fault.type}: ${fault.message}`;
+    if (fault.type === 'StorageFailure') {
+      // A database outage is waited out on the growing timer, never escalated to a stop: the next run resumes
+      // from the committed checkpoint once Postgres answers again.
+      state.phase = 'backoff';
+      log.warn('database unavailable for the streaming run; backing off', {
+        consumerId: state.consumerId,
+        error: state.lastError,
+      });
+      return;
+    }
+    const count = state.countFault();
+    const at = `committed position ${state.committed?.position ?? 'none'}`;
+    if (count >= this.context.tuning.maxFaultsWithoutProgress) {
+      log.error('streaming runs keep failing without progress; stopping', {
+        consumerId: state.consumerId,
+        faults: count,
+        error: state.lastError,
+      });
+      this.stopFor(
+        'paused',
+        `${count} streaming runs in a row failed without forward progress (${at}); last: ${state.lastError}. ` +
+          'Fix the cause, then resume',
+      );
+      return;
+    }
+    state.backoffRounds = count - 1;
+    this.retryAfterMs = fault.retryAfterMs ?? 0;
     state.phase = 'backoff';
-    log.warn('streaming run failed; backing off', { consumerId: state.consumerId, error: state.lastError });
+    log.warn('streaming run failed; backing off', {
+      consumerId: state.consumerId,
+      faults: count,
+      error: state.lastError,
+    });
   }
 
   async backoff(): Promise<void> {
-    const delay = this.nextBackoffDelay();
+    const delay = Math.max(this.nextBackoffDelay(), this.retryAfterMs);
+    this.retryAfterMs = 0;
     this.publish();
     // A pause or a rebind ends the wait early; neither drops the committed token.
     const before = this.inbox.wakeups;
@@ -208,6 +270,8 @@ export class ConsumerSteps {
     }
     if (this.state.phase === 'paused') {
       this.state.proceed();
+      // The operator fixed the cause: the faults before the resume no longer count.
+      this.state.faultsWithoutProgress = 0;
       log.info('consumer resumed', { consumerId: this.state.consumerId, actor: request.actor, reason: request.reason });
     }
   }
@@ -271,7 +335,10 @@ export class ConsumerSteps {
   }
 }
 
-/** The streaming lease: cancelled cooperatively, retried a bounded number of times, never on a fencing failure. */
+/**
+ * The streaming lease: cancelled cooperatively, one attempt per run. The workflow decides what a failure means
+ * (run-failure.ts): a timed-out attempt is taken over at once, a fault is counted and backed off durably.
+ */
 function streamingActivities(tuning: Required<ConsumerTuning>, leaseMs: number): Activities {
   return proxyActivities<Activities>({
     // A run returns at the first checkpoint boundary after its lease; leave room for that and for the close.
@@ -279,13 +346,7 @@ function streamingActivities(tuning: Required<ConsumerTuning>, leaseMs: number):
     heartbeatTimeout: tuning.heartbeatTimeoutMs,
     // Pause and rebind cancel cooperatively: the run stops at a checkpoint boundary and reports its outcome.
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-    retry: {
-      initialInterval: 1_000,
-      backoffCoefficient: 2,
-      maximumInterval: tuning.maxActivityRetryIntervalMs,
-      maximumAttempts: tuning.maxActivityAttempts,
-      nonRetryableErrorTypes: NON_RETRYABLE_TYPES,
-    },
+    retry: { maximumAttempts: 1 },
   });
 }
 

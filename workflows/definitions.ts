@@ -66,11 +66,15 @@ export interface ConsumerWorkflowInput {
 export interface ConsumerTuning {
   /** A streaming attempt that stops heartbeating this long is timed out and retried (its lease is fenced). */
   heartbeatTimeoutMs?: number;
-  /** Attempts of one streaming activity before the workflow backs off with a durable timer. */
+  /**
+   * Failed streaming runs in a row without forward progress (PROTOCOL.md §6) before the consumer stops in `paused`
+   * with the fault named. Crashes (a timed-out run) never count: the next run takes over at once.
+   */
+  maxFaultsWithoutProgress?: number;
+  /** The backfill's page runs are retried by Temporal: attempts of one run, and the longest wait between two. */
   maxActivityAttempts?: number;
-  /** Longest wait between two attempts of one streaming activity. */
   maxActivityRetryIntervalMs?: number;
-  /** The durable backoff timer after exhausted attempts: first delay, doubled up to the maximum. */
+  /** The durable backoff timer after a fault: first delay, doubled per fault without progress up to the maximum. */
   backoffInitialMs?: number;
   backoffMaxMs?: number;
   /** Continue as new after this many streaming runs even if Temporal does not suggest it yet. */
@@ -90,6 +94,10 @@ export interface ConsumerCarriedState {
   start?: StartDirective;
   /** Consecutive backoff rounds, for the growing durable timer. */
   backoffRounds?: number;
+  /** Failed runs since the committed position last moved forward (reset by progress and by a resume). */
+  faultsWithoutProgress?: number;
+  /** The committed position when the fault count was last reset: only a position beyond it is progress. */
+  progressBase?: number | null;
 }
 
 /** Why the consumer is waiting, and the exact command that resolves it (shown in Current Details). */

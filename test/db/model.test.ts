@@ -196,7 +196,18 @@ describe('commit path against the reference fold', () => {
               case 'abort': {
                 await db.pool.query('INSERT INTO test_faults VALUES ($1)', [consumerId]);
                 try {
-                  await expect(commitCheckpoint(db.pool, planUpTo(action.step))).rejects.toBeInstanceOf(StorageFailure);
+                  const plan = planUpTo(action.step);
+                  const outcome = await commitCheckpoint(db.pool, plan).catch((error: unknown) => error);
+                  if (
+                    plan.events.length === 0 &&
+                    plan.checkpoint.position === saved &&
+                    (mode as StartMode) === 'resume'
+                  ) {
+                    // The plan names the saved checkpoint: it writes nothing, so there is nothing to abort.
+                    expect(outcome).toMatchObject({ kind: 'committed', version: fence.version });
+                  } else {
+                    expect(outcome).toBeInstanceOf(StorageFailure);
+                  }
                 } finally {
                   await db.pool.query('DELETE FROM test_faults WHERE consumer_id = $1', [consumerId]);
                 }
@@ -206,9 +217,13 @@ describe('commit path against the reference fold', () => {
                 // Committed, the result was lost, and the attempt retries the very same plan: fenced, no effect.
                 const staleFence = fence;
                 const plan = await commit(action.step);
-                expect(await commitCheckpoint(db.pool, { ...plan, fence: staleFence })).toMatchObject({
-                  kind: 'fenced',
-                });
+                const replayed = await commitCheckpoint(db.pool, { ...plan, fence: staleFence });
+                if (fence.version === staleFence.version) {
+                  // The plan named the saved checkpoint: nothing was written, so its replay is the same no-op.
+                  expect(replayed).toMatchObject({ kind: 'committed', version: staleFence.version });
+                } else {
+                  expect(replayed).toMatchObject({ kind: 'fenced' });
+                }
                 break;
               }
               case 'zombie': {

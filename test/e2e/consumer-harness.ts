@@ -182,8 +182,6 @@ export async function withConsumerStack<T>(
             ...input,
             tuning: {
               heartbeatTimeoutMs: 5_000,
-              maxActivityAttempts: 3,
-              maxActivityRetryIntervalMs: 1_000,
               backoffInitialMs: 1_000,
               backoffMaxMs: 2_000,
               ...input.tuning,

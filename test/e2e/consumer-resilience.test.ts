@@ -136,7 +136,7 @@ describe('fencing and continue-as-new', () => {
       const handle = await startConsumer({
         consumerId,
         leaseMs: 1_000,
-        tuning: { maxActivityAttempts: 2, backoffInitialMs: 3_000 },
+        tuning: { backoffInitialMs: 3_000 },
       });
       await within(
         server.waitForSubscription((s) => s.consumerId === consumerId && s.mode === 'resume'),

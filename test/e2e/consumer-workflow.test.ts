@@ -101,7 +101,7 @@ function input(consumerId: string): ConsumerWorkflowInput {
     filter: {},
     initialStart: 'from_floor',
     leaseMs: 60_000,
-    tuning: { heartbeatTimeoutMs: 5_000, maxActivityAttempts: 1 },
+    tuning: { heartbeatTimeoutMs: 5_000 },
   };
 }
 

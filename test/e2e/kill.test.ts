@@ -111,7 +111,7 @@ describe('kill -9 of the worker process at each cut point', () => {
             initialStart: 'from_floor',
             leaseMs: 3_000,
             // The killed attempt is noticed by its missing heartbeat; keep that short.
-            tuning: { heartbeatTimeoutMs: 2_000, maxActivityAttempts: 20, maxActivityRetryIntervalMs: 1_000 },
+            tuning: { heartbeatTimeoutMs: 2_000 },
           },
         ],
         typedSearchAttributes: [

@@ -1,0 +1,42 @@
+// A plan that names the saved checkpoint (an empty replay up to an unchanged cut, delivered on every session while
+// a fault recurs) is committed already: writing it would only bump the version. PROTOCOL.md §6 counts only a
+// position that moved forward as progress; the version must not climb either. Read inside the commit's
+// transaction, after the fence: the saved row is locked.
+import type pg from 'pg';
+import { namesSavedCheckpoint } from '../protocol/checkpoint-change.js';
+import type { CheckpointPlan, CommittedState } from '../protocol/types.js';
+import type { CommitResult } from './commit.js';
+
+/** The committed result of a plan that changes nothing: the saved version, nothing written. */
+export async function unchangedCommit(
+  client: pg.PoolClient,
+  plan: CheckpointPlan,
+  saved: CommittedState,
+): Promise<CommitResult | null> {
+  if (!namesSavedCheckpoint(plan, saved) || !(await noticesAlreadySaved(client, plan))) return null;
+  return {
+    version: saved.version,
+    position: plan.checkpoint.position,
+    applied: 0,
+    duplicates: 0,
+    noEffect: 0,
+    quarantined: 0,
+    qualityUpdated: 0,
+    outboxed: 0,
+  };
+}
+
+/** Every quality notice of the plan is no newer than the saved state of its scope (the write would keep none). */
+async function noticesAlreadySaved(client: pg.PoolClient, plan: CheckpointPlan): Promise<boolean> {
+  const notices = plan.qualityNotices;
+  if (notices.length === 0) return true;
+  const res = await client.query<{ newer: number }>({
+    name: 'whalehunt_commit_newer_notices',
+    text: `SELECT count(*)::int AS newer
+             FROM unnest($2::text[], $3::bigint[]) AS n(scope, position)
+             LEFT JOIN source_quality q ON q.consumer_id = $1 AND q.scope = n.scope
+            WHERE q.last_position IS NULL OR q.last_position < n.position`,
+    values: [plan.consumerId, notices.map((n) => n.scope), notices.map((n) => n.position)],
+  });
+  return res.rows[0]!.newer === 0;
+}

@@ -1,0 +1,154 @@
+// Recovery after kill -9 does not degrade with repetition (issue 8 §3): the worker process running the streaming
+// lease is killed again and again, and every time the next run is scheduled as soon as the attempt times out — no
+// timer, no growing backoff — and a fresh worker resumes from the committed token. At the end the consumer is at
+// the head with effects equal to a plain fold of the journal. The takeover times are measured by
+// `npm run bench -- takeover` (TAKEOVER_RESULTS names the file this test writes them to); the test asserts the
+// history's shape, not durations.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { loadCommitted } from '../../db/index.js';
+import { Journal } from '../../simulator/journal.js';
+import { ReferenceStreamServer } from '../../simulator/server.js';
+import type { consumerWorkflow } from '../../workflows/index.js';
+import { consumerIdSearchAttribute, consumerWorkflowId, phaseSearchAttribute } from '../../workflows/definitions.js';
+import { foldExecutions, savedEffects } from '../db/consume-stream-support.js';
+import { useTestDatabase } from '../support/db.js';
+import { stopChildProcess, useResources } from '../support/leaks.js';
+import { createTestClient, sharedWorkflowBundlePath, uniqueTaskQueue, waitFor } from '../support/temporal.js';
+import { testWorkerEnv } from './consumer-harness.js';
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const API_KEY = `wh-takeover-secret-${randomUUID()}`;
+const KILLS = Number(process.env.TAKEOVER_KILLS ?? 6);
+const HEARTBEAT_TIMEOUT_MS = Number(process.env.TAKEOVER_HEARTBEAT_TIMEOUT_MS ?? 3_000);
+const db = useTestDatabase();
+
+function spawnWorker(env: Record<string, string>): { child: ChildProcess; exited: Promise<unknown> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'worker/main.ts')], {
+    cwd: repoRoot,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'ignore'],
+  });
+  return { child, exited: new Promise((r) => child.once('exit', r)) };
+}
+
+describe('repeated kill -9 of the worker running the lease', () => {
+  const res = useResources();
+
+  it(
+    `${KILLS} kills: every takeover follows the timeout at once, and the consumer ends at the head exactly once`,
+    async () => {
+      const consumerId = 'takeover-1';
+      const journal = Journal.generate({ seed: 977, transitions: 20 });
+      const server = res.track(
+        await ReferenceStreamServer.start({ journal, apiKeys: [API_KEY], checkpointEvery: 3 }),
+        (s) => s.close(),
+        'reference stream',
+      );
+      const testClient = res.track(await createTestClient());
+      const taskQueue = uniqueTaskQueue('takeover');
+      const env = {
+        ...testWorkerEnv({ databaseUrl: db.url, taskQueue, streamUrl: server.url, apiKey: API_KEY }),
+        WORKFLOW_BUNDLE_PATH: sharedWorkflowBundlePath(),
+        LOG_LEVEL: 'WARN',
+      };
+      const connectionsOf = () => server.connections.filter((c) => c.consumerId === consumerId);
+
+      let worker = spawnWorker(env);
+      res.track(worker.child, (c) => stopChildProcess(c), 'worker process');
+      const handle = await testClient.client.workflow.start<typeof consumerWorkflow>('consumerWorkflow', {
+        taskQueue,
+        workflowId: consumerWorkflowId(`${consumerId}-${randomUUID()}`),
+        args: [
+          {
+            consumerId,
+            subscriptionId: 'sub-takeover',
+            filter: {},
+            initialStart: 'from_floor',
+            // Longer than the test: every run ends by a kill, none by its lease.
+            leaseMs: 600_000,
+            tuning: { heartbeatTimeoutMs: HEARTBEAT_TIMEOUT_MS },
+          },
+        ],
+        typedSearchAttributes: [
+          { key: consumerIdSearchAttribute, value: consumerId },
+          { key: phaseSearchAttribute, value: 'streaming' },
+        ],
+      });
+
+      /** kill → the next session's connection, per kill */
+      const takeoverMs: number[] = [];
+      for (let kill = 1; kill <= KILLS; kill++) {
+        // Progress on this worker: new transitions are committed and ACKed before it dies.
+        for (let i = 0; i < 3; i++) journal.appendGenerated();
+        const head = journal.head;
+        await waitFor(
+          () => Promise.resolve(server.acks.some((a) => a.consumerId === consumerId && a.position === head)),
+          {
+            description: `the ACK of ${head} before kill ${kill}`,
+            timeoutMs: 60_000,
+          },
+        );
+        const sessionsBefore = connectionsOf().length;
+        worker.child.kill('SIGKILL');
+        const killedAt = Date.now();
+        await worker.exited;
+        await res.close(worker.child);
+        worker = spawnWorker(env);
+        res.track(worker.child, (c) => stopChildProcess(c), 'worker process');
+        const next = await waitFor(() => Promise.resolve(connectionsOf()[sessionsBefore]), {
+          description: `the session taking over after kill ${kill}`,
+          timeoutMs: 60_000,
+        });
+        takeoverMs.push(next.openedAt.getTime() - killedAt);
+      }
+
+      await waitFor(async () => (await loadCommitted(db.pool, consumerId))?.position === journal.head, {
+        description: `the consumer to commit the head ${journal.head}`,
+        timeoutMs: 60_000,
+      });
+      const saved = await savedEffects(db.pool, consumerId);
+      expect(saved.executions).toEqual(foldExecutions(journal));
+      expect(saved.receiptIds).toHaveLength(new Set(saved.receiptIds).size);
+
+      // Every timed-out attempt is followed by the next run's schedule, with no timer (backoff) in between.
+      const events = (await handle.fetchHistory()).events ?? [];
+      const timedOut = events.flatMap((e, i) => (e.activityTaskTimedOutEventAttributes ? [i] : []));
+      expect(timedOut).toHaveLength(KILLS);
+      for (const index of timedOut) {
+        const timeout = events[index]!.activityTaskTimedOutEventAttributes!.failure?.timeoutFailureInfo?.timeoutType;
+        expect(timeout).toBe(temporalHeartbeatTimeout);
+        const next = events
+          .slice(index + 1)
+          .find((e) => e.timerStartedEventAttributes || e.activityTaskScheduledEventAttributes);
+        expect(
+          next?.activityTaskScheduledEventAttributes,
+          `the command after the timeout at event ${index + 1}`,
+        ).toBeTruthy();
+      }
+      expect(events.some((e) => e.timerStartedEventAttributes)).toBe(false);
+      await handle.terminate('test finished');
+      worker.child.kill('SIGTERM');
+      await worker.exited;
+      await res.close(worker.child);
+      await res.close(testClient);
+      await res.close(server);
+
+      if (process.env.TAKEOVER_RESULTS) {
+        await writeFile(
+          process.env.TAKEOVER_RESULTS,
+          `${JSON.stringify({ kills: KILLS, heartbeatTimeoutMs: HEARTBEAT_TIMEOUT_MS, takeoverMs }, null, 2)}\n`,
+        );
+      }
+      // Each kill waits out a heartbeat timeout and a worker process start.
+    },
+    60_000 + KILLS * 25_000,
+  );
+});
+
+/** temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_HEARTBEAT */
+const temporalHeartbeatTimeout = 4;

@@ -1,0 +1,79 @@
+// How the workflow reads a failed streaming run (PROTOCOL.md §6, issue: a fault that repeats must escalate, a
+// crash must not). A run that timed out lost its worker (killed, vanished, hung): the next run takes over at once
+// and the lease epoch fences any zombie, so crashes are never counted and never waited on. Every other failure is a
+// fault: counted while the committed position does not move forward, waited on with a growing backoff, and past
+// the bound the consumer stops with the fault named. Pure: no workflow APIs, so it is unit-tested directly.
+import { ActivityFailure, ApplicationFailure, CancelledFailure, TimeoutFailure } from '@temporalio/common';
+import type { CheckpointSummary } from '../activities/types.js';
+
+export type RunFailure =
+  | { kind: 'cancelled' }
+  /** the worker running the lease is gone: take over at once */
+  | { kind: 'crash'; description: string }
+  /** the operator must fix the cause before anything can run */
+  | { kind: 'stop'; type: string; message: string }
+  | {
+      kind: 'fault';
+      /** the failure's type, e.g. `StreamTransportError` (its message starts with the code) */
+      type: string;
+      message: string;
+      /** the committed checkpoint when the run gave up, when the run said so */
+      committed: CheckpointSummary | null;
+      /** the server asked to wait at least this long */
+      retryAfterMs: number | null;
+    };
+
+/** Failure types that need an operator (the activity marks them non-retryable too). */
+const STOP_TYPES = ['DatabaseBehind', 'ConfigError'];
+
+export function classifyRunFailure(error: unknown): RunFailure {
+  const cause = error instanceof ActivityFailure && error.cause ? error.cause : error;
+  if (cause instanceof CancelledFailure) return { kind: 'cancelled' };
+  if (cause instanceof TimeoutFailure) {
+    return { kind: 'crash', description: `${(cause.timeoutType ?? 'unknown').toLowerCase()} timeout` };
+  }
+  const message = cause instanceof Error ? cause.message : String(cause);
+  if (cause instanceof ApplicationFailure) {
+    const type = cause.type ?? 'ApplicationFailure';
+    if (STOP_TYPES.includes(type)) return { kind: 'stop', type, message };
+    const details = transportDetails(cause.details?.[0]);
+    return {
+      kind: 'fault',
+      type,
+      message,
+      committed: details.committed,
+      retryAfterMs: details.retryAfterMs,
+    };
+  }
+  return {
+    kind: 'fault',
+    type: cause instanceof Error ? cause.name : 'error',
+    message,
+    committed: null,
+    retryAfterMs: null,
+  };
+}
+
+interface TransportDetails {
+  committed: CheckpointSummary | null;
+  retryAfterMs: number | null;
+}
+
+/** What the activity attaches to a transport failure (`{code, committed, retryAfterMs}`); anything else: none. */
+function transportDetails(value: unknown): TransportDetails {
+  if (typeof value !== 'object' || value === null) return { committed: null, retryAfterMs: null };
+  const record = value as Record<string, unknown>;
+  const committed = record.committed;
+  return {
+    committed:
+      typeof committed === 'object' && committed !== null && 'version' in committed
+        ? (committed as CheckpointSummary)
+        : null,
+    retryAfterMs: typeof record.retryAfterMs === 'number' ? record.retryAfterMs : null,
+  };
+}
+
+/** Forward progress: a committed position beyond the one the fault count was last reset at. */
+export function movedForward(base: number | null, position: number | null): boolean {
+  return position !== null && (base === null || position > base);
+}

@@ -78,9 +78,9 @@ describe('parseCommand', () => {
     }
     expect(usageError([...start, '--lease-ms', '99999999999999999999']).message).toBe('start: --lease-ms is too large');
     expect(usageError(['run', '--interval-ms', '-1']).message).toBe('run: --interval-ms must be at least 100');
-    expect(usageError(['backfill', '--direct', '--consumer', 'b1', '--filter', '{}', '--max-pages', '-3']).message).toBe(
-      'backfill: --max-pages must be at least 1',
-    );
+    expect(
+      usageError(['backfill', '--direct', '--consumer', 'b1', '--filter', '{}', '--max-pages', '-3']).message,
+    ).toBe('backfill: --max-pages must be at least 1');
     // A dash-led value of a text option is taken as the value too; a missing value is still refused.
     expect(usageError([...start, '--min-notional', '-5']).message).toMatch(/^start: invalid filter at minNotional/);
     expect(usageError(['start', '--consumer', '--start', 'live_cut']).message).toMatch(/--consumer/);

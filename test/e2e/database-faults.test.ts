@@ -109,13 +109,15 @@ describe('the worker process against a failing database', () => {
       await postgres.stop();
       const stoppedAt = Date.now();
       if (longerThanHeartbeat) {
-        const attemptAtStop = (await handle.describe()).raw.pendingActivities?.[0]?.attempt ?? 1;
-        // Down past a heartbeat timeout, and until Temporal has retried the run against the missing database.
+        // Streaming runs scheduled so far: the workflow starts each retry as a new run (one attempt each).
+        const scheduledRuns = async () =>
+          (await handle.fetchHistory()).events?.filter((event) => event.activityTaskScheduledEventAttributes).length ??
+          0;
+        const runsAtStop = await scheduledRuns();
+        // Down past a heartbeat timeout, and until the workflow has retried the run against the missing database.
         await waitFor(
-          async () =>
-            Date.now() - stoppedAt > HEARTBEAT_TIMEOUT_MS + 1_000 &&
-            ((await handle.describe()).raw.pendingActivities?.[0]?.attempt ?? 0) > attemptAtStop + 1,
-          { description: 'retried attempts while the database is down', timeoutMs: 60_000 },
+          async () => Date.now() - stoppedAt > HEARTBEAT_TIMEOUT_MS + 1_000 && (await scheduledRuns()) > runsAtStop + 1,
+          { description: 'retried runs while the database is down', timeoutMs: 60_000 },
         );
       }
       // Every ACK the server saw was committed first: the database, back, holds at least that position.

@@ -4,11 +4,8 @@
 // the head with effects equal to a plain fold of the journal. The takeover times are measured by
 // `npm run bench -- takeover` (TAKEOVER_RESULTS names the file this test writes them to); the test asserts the
 // history's shape, not durations.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { loadCommitted } from '../../db/index.js';
 import { Journal } from '../../simulator/journal.js';
@@ -18,23 +15,14 @@ import { consumerIdSearchAttribute, consumerWorkflowId, phaseSearchAttribute } f
 import { foldExecutions, savedEffects } from '../db/consume-stream-support.js';
 import { useTestDatabase } from '../support/db.js';
 import { stopChildProcess, useResources } from '../support/leaks.js';
+import { spawnWorker } from '../support/worker-process.js';
 import { createTestClient, sharedWorkflowBundlePath, uniqueTaskQueue, waitFor } from '../support/temporal.js';
 import { testWorkerEnv } from './consumer-harness.js';
 
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const API_KEY = `wh-takeover-secret-${randomUUID()}`;
 const KILLS = Number(process.env.TAKEOVER_KILLS ?? 6);
 const HEARTBEAT_TIMEOUT_MS = Number(process.env.TAKEOVER_HEARTBEAT_TIMEOUT_MS ?? 3_000);
 const db = useTestDatabase();
-
-function spawnWorker(env: Record<string, string>): { child: ChildProcess; exited: Promise<unknown> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'worker/main.ts')], {
-    cwd: repoRoot,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'ignore', 'ignore'],
-  });
-  return { child, exited: new Promise((r) => child.once('exit', r)) };
-}
 
 describe('repeated kill -9 of the worker running the lease', () => {
   const res = useResources();

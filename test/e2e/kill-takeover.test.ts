@@ -13,6 +13,8 @@ import { ReferenceStreamServer } from '../../simulator/server.js';
 import type { consumerWorkflow } from '../../workflows/index.js';
 import { consumerIdSearchAttribute, consumerWorkflowId, phaseSearchAttribute } from '../../workflows/definitions.js';
 import { foldExecutions, savedEffects } from '../db/consume-stream-support.js';
+import { streamHeartbeat } from '../../cli/consumers.js';
+import { runCli } from '../support/cli.js';
 import { useTestDatabase } from '../support/db.js';
 import { stopChildProcess, useResources } from '../support/leaks.js';
 import { spawnWorker } from '../support/worker-process.js';
@@ -30,7 +32,7 @@ describe('repeated kill -9 of the worker running the lease', () => {
   it(
     `${KILLS} kills: every takeover follows the timeout at once, and the consumer ends at the head exactly once`,
     async () => {
-      const consumerId = 'takeover-1';
+      const consumerId = `takeover-${randomUUID().slice(0, 8)}`;
       const journal = Journal.generate({ seed: 977, transitions: 20 });
       const server = res.track(
         await ReferenceStreamServer.start({ journal, apiKeys: [API_KEY], checkpointEvery: 3 }),
@@ -44,13 +46,14 @@ describe('repeated kill -9 of the worker running the lease', () => {
         WORKFLOW_BUNDLE_PATH: sharedWorkflowBundlePath(),
         LOG_LEVEL: 'WARN',
       };
+      const cliEnv = { ...env, LOG_LEVEL: 'ERROR' };
       const connectionsOf = () => server.connections.filter((c) => c.consumerId === consumerId);
 
       let worker = spawnWorker(env);
       res.track(worker.child, (c) => stopChildProcess(c), 'worker process');
       const handle = await testClient.client.workflow.start<typeof consumerWorkflow>('consumerWorkflow', {
         taskQueue,
-        workflowId: consumerWorkflowId(`${consumerId}-${randomUUID()}`),
+        workflowId: consumerWorkflowId(consumerId),
         args: [
           {
             consumerId,
@@ -81,6 +84,11 @@ describe('repeated kill -9 of the worker running the lease', () => {
             timeoutMs: 60_000,
           },
         );
+        // The run's heartbeat names that commit, so the workflow learns what the run did before it dies.
+        await waitFor(async () => streamHeartbeat(await handle.describe())?.position === head, {
+          description: `the heartbeat of position ${head} before kill ${kill}`,
+          timeoutMs: 30_000,
+        });
         const sessionsBefore = connectionsOf().length;
         worker.child.kill('SIGKILL');
         const killedAt = Date.now();
@@ -93,6 +101,19 @@ describe('repeated kill -9 of the worker running the lease', () => {
           timeoutMs: 60_000,
         });
         takeoverMs.push(next.openedAt.getTime() - killedAt);
+
+        // `status` right after the takeover: the workflow answers through the new worker, and the totals keep
+        // the killed run's work (its last heartbeat) instead of restarting from the new run's.
+        const status = await runCli(cliEnv, 'status', '--consumer', consumerId, '--json');
+        expect(status.code, status.stderr).toBe(0);
+        const report = JSON.parse(status.stdout) as StatusJson;
+        expect(report.statusError).toBeNull();
+        expect(report.status?.phase).toBe('streaming');
+        expect(report.status?.lastError).toMatch(/^streaming run lost its worker \(heartbeat timeout\)/);
+        expect(Date.parse(report.status?.lastErrorAt ?? '')).toBeGreaterThanOrEqual(killedAt - 1_000);
+        expect(report.totals?.sessions).toBeGreaterThanOrEqual(kill);
+        expect(report.totals?.checkpointsCommitted).toBeGreaterThanOrEqual(kill);
+        expect(report.totals?.acksSent).toBeGreaterThanOrEqual(kill);
       }
 
       await waitFor(async () => (await loadCommitted(db.pool, consumerId))?.position === journal.head, {
@@ -137,6 +158,13 @@ describe('repeated kill -9 of the worker running the lease', () => {
     60_000 + KILLS * 25_000,
   );
 });
+
+/** The parts of `status --json` this test reads. */
+interface StatusJson {
+  statusError: string | null;
+  status: { phase: string; lastError: string | null; lastErrorAt: string | null } | null;
+  totals: { sessions: number; checkpointsCommitted: number; acksSent: number } | null;
+}
 
 /** temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_HEARTBEAT */
 const temporalHeartbeatTimeout = 4;

@@ -1,11 +1,13 @@
 // Recovery after kill -9 does not degrade with repetition (issue 8 §3): the worker process running the streaming
 // lease is killed again and again, and every time the next run is scheduled as soon as the attempt times out — no
-// timer, no growing backoff — and a fresh worker resumes from the committed token. At the end the consumer is at
-// the head with effects equal to a plain fold of the journal. The takeover times are measured by
-// `npm run bench -- takeover` (TAKEOVER_RESULTS names the file this test writes them to); the test asserts the
-// history's shape, not durations.
+// timer, no growing backoff — and the standby worker resumes from the committed token (two workers run, as in
+// production; a replacement starts after each takeover). `status` right after each takeover answers and keeps the
+// killed run's work in its totals. At the end the consumer is at the head with effects equal to a plain fold of the
+// journal. The takeover times are measured by `npm run bench -- takeover` (TAKEOVER_RESULTS names the file this
+// test writes them to); the test asserts the history's shape, not durations.
 import { randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
+import type { WorkflowHandle } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
 import { loadCommitted } from '../../db/index.js';
 import { Journal } from '../../simulator/journal.js';
@@ -49,8 +51,10 @@ describe('repeated kill -9 of the worker running the lease', () => {
       const cliEnv = { ...env, LOG_LEVEL: 'ERROR' };
       const connectionsOf = () => server.connections.filter((c) => c.consumerId === consumerId);
 
-      let worker = spawnWorker(env);
-      res.track(worker.child, (c) => stopChildProcess(c), 'worker process');
+      // Two workers, as in production: a standby already polls when the one running the lease dies, and a
+      // replacement is started after each takeover.
+      const workers = [spawnWorker(env), spawnWorker(env)];
+      for (const w of workers) res.track(w.child, (c) => stopChildProcess(c), 'worker process');
       const handle = await testClient.client.workflow.start<typeof consumerWorkflow>('consumerWorkflow', {
         taskQueue,
         workflowId: consumerWorkflowId(consumerId),
@@ -89,17 +93,21 @@ describe('repeated kill -9 of the worker running the lease', () => {
           description: `the heartbeat of position ${head} before kill ${kill}`,
           timeoutMs: 30_000,
         });
+        const holder = await leaseHolder(handle);
+        const doomed = workers.find((w) => w.child.pid === holder);
+        if (!doomed) throw new Error(`the lease runs on pid ${holder}, not on one of this test's workers`);
         const sessionsBefore = connectionsOf().length;
-        worker.child.kill('SIGKILL');
+        doomed.child.kill('SIGKILL');
         const killedAt = Date.now();
-        await worker.exited;
-        await res.close(worker.child);
-        worker = spawnWorker(env);
-        res.track(worker.child, (c) => stopChildProcess(c), 'worker process');
+        await doomed.exited;
+        await res.close(doomed.child);
         const next = await waitFor(() => Promise.resolve(connectionsOf()[sessionsBefore]), {
           description: `the session taking over after kill ${kill}`,
           timeoutMs: 60_000,
         });
+        const replacement = spawnWorker(env);
+        res.track(replacement.child, (c) => stopChildProcess(c), 'worker process');
+        workers.splice(workers.indexOf(doomed), 1, replacement);
         takeoverMs.push(next.openedAt.getTime() - killedAt);
 
         // `status` right after the takeover: the workflow answers through the new worker, and the totals keep
@@ -141,9 +149,11 @@ describe('repeated kill -9 of the worker running the lease', () => {
       }
       expect(events.some((e) => e.timerStartedEventAttributes)).toBe(false);
       await handle.terminate('test finished');
-      worker.child.kill('SIGTERM');
-      await worker.exited;
-      await res.close(worker.child);
+      for (const w of workers) {
+        w.child.kill('SIGTERM');
+        await w.exited;
+        await res.close(w.child);
+      }
       await res.close(testClient);
       await res.close(server);
 
@@ -153,11 +163,17 @@ describe('repeated kill -9 of the worker running the lease', () => {
           `${JSON.stringify({ kills: KILLS, heartbeatTimeoutMs: HEARTBEAT_TIMEOUT_MS, takeoverMs }, null, 2)}\n`,
         );
       }
-      // Each kill waits out a heartbeat timeout and a worker process start.
+      // Each kill waits out a heartbeat timeout, a `status` CLI run and a worker process start.
     },
     60_000 + KILLS * 25_000,
   );
 });
+
+/** The pid of the worker running the streaming activity (the SDK's default identity is `pid@host`). */
+async function leaseHolder(handle: WorkflowHandle): Promise<number> {
+  const identity = (await handle.describe()).raw.pendingActivities?.[0]?.lastWorkerIdentity ?? '';
+  return Number(identity.split('@')[0]);
+}
 
 /** The parts of `status --json` this test reads. */
 interface StatusJson {

@@ -24,7 +24,7 @@ import { createTestClient, sharedWorkflowBundlePath, uniqueTaskQueue, waitFor } 
 import { testWorkerEnv } from './consumer-harness.js';
 
 const API_KEY = `wh-takeover-secret-${randomUUID()}`;
-const KILLS = Number(process.env.TAKEOVER_KILLS ?? 6);
+const KILLS = Number(process.env.TAKEOVER_KILLS ?? 4);
 const HEARTBEAT_TIMEOUT_MS = Number(process.env.TAKEOVER_HEARTBEAT_TIMEOUT_MS ?? 3_000);
 const db = useTestDatabase();
 

@@ -1,5 +1,5 @@
 // Takeover after kill -9, repeated: runs the e2e scenario of test/e2e/kill-takeover.test.ts (a real worker process
-// killed while it runs the streaming lease, a fresh one started at once) with TAKEOVER_KILLS kills (default 20)
+// killed while it runs the streaming lease, a standby worker polling) with TAKEOVER_KILLS kills (default 20)
 // and a heartbeat timeout of TAKEOVER_HEARTBEAT_TIMEOUT_MS (default 3000), and reports the time from each kill to
 // the next session's connection: the 1st and the 20th must be alike (within heartbeat timeout + 3 s).
 // Writes bench/results/takeover.json and takeover.md. Needs TEMPORAL_CLI like the e2e tests.
@@ -62,8 +62,9 @@ export async function runTakeoverBench(): Promise<void> {
   const lines = [
     `# takeover benchmark (${new Date().toISOString()}, Node ${process.version})`,
     '',
-    `${measured.kills} kill -9s of the worker process running the streaming lease, each followed at once by a fresh`,
-    `worker; heartbeat timeout ${measured.heartbeatTimeoutMs} ms. Takeover = kill → the next session's connection`,
+    `${measured.kills} kill -9s of the worker process running the streaming lease while a standby worker polls (two`,
+    `workers, a replacement started after each takeover); heartbeat timeout ${measured.heartbeatTimeoutMs} ms.`,
+    `Takeover = kill → the next session's connection`,
     `at the reference server. Required: every takeover within heartbeat timeout + 3 s (${bound} ms).`,
     `Machine load average at the end of the run: ${loadavg()
       .map((l) => l.toFixed(1))

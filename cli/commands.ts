@@ -29,6 +29,7 @@ import type { CliCommand } from './args.js';
 import { showBackfillWorkflowStatus } from './backfill-workflow.js';
 import {
   consumerReport,
+  totalCounters,
   findConsumer,
   isBackfill,
   requireRunning,
@@ -104,7 +105,7 @@ export async function showStatus(
         binding: binding && { ...binding, mappings: Object.keys(binding.mappings).length },
       },
     };
-    io.out(JSON.stringify({ ...report, database }, null, 2));
+    io.out(JSON.stringify({ ...report, database, totals: totalCounters(report) }, null, 2));
   } else {
     io.out(formatStatus(report));
   }

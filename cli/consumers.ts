@@ -8,8 +8,9 @@ import {
   type WorkflowHandle,
 } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
+import { optionalTsToMs } from '@temporalio/common/lib/time.js';
 import type pg from 'pg';
-import type { StreamHeartbeat } from '../activities/types.js';
+import type { StreamCounters, StreamHeartbeat } from '../activities/types.js';
 import { consumerSummary, type ConsumerSummary } from '../db/index.js';
 import { headAndLagAt } from '../protocol/progress.js';
 import { connectClient, TemporalConnectError } from '../worker/temporal-connection.js';
@@ -91,7 +92,10 @@ export function requireRunning(consumerId: string, workflow: ConsumerWorkflow): 
   }
 }
 
-/** Runs a call that needs a worker's answer, bounded: a silent task queue becomes a clear error. */
+/**
+ * Runs a call that needs a worker's answer, bounded: a silent task queue becomes a clear error that says whether
+ * any worker polls it.
+ */
 export async function withAnswerTimeout<T>(
   session: TemporalSession,
   what: string,
@@ -102,14 +106,34 @@ export async function withAnswerTimeout<T>(
   try {
     return await session.connection.withAbortSignal(signal, fn);
   } catch (error) {
-    if (signal.aborted) {
-      throw new CliError(
-        'no_answer',
-        `${what}: no answer within ${timeoutMs / 1000} s; is a worker polling task queue ${session.config.taskQueue}?`,
-        { cause: error },
-      );
-    }
-    throw error;
+    if (!signal.aborted) throw error;
+    const pollers = await recentWorkflowPollers(session);
+    const taskQueue = session.config.taskQueue;
+    const why =
+      pollers === null
+        ? `is a worker polling task queue ${taskQueue}?`
+        : pollers === 0
+          ? `no worker has polled task queue ${taskQueue} in the last minute; start one (npm run worker)`
+          : `${pollers} worker(s) poll task queue ${taskQueue}, but none answered in time (busy or overloaded)`;
+    throw new CliError('no_answer', `${what}: no answer within ${timeoutMs / 1000} s; ${why}`, { cause: error });
+  }
+}
+
+/** temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW */
+const WORKFLOW_TASK_QUEUE_TYPE = 1;
+
+/** Workers that polled the task queue for workflow tasks in the last minute; null when Temporal cannot say. */
+async function recentWorkflowPollers(session: TemporalSession): Promise<number | null> {
+  try {
+    const { pollers } = await session.client.workflowService.describeTaskQueue({
+      namespace: session.config.temporal.namespace,
+      taskQueue: { name: session.config.taskQueue },
+      taskQueueType: WORKFLOW_TASK_QUEUE_TYPE,
+    });
+    const since = Date.now() - 60_000;
+    return (pollers ?? []).filter((p) => (optionalTsToMs(p.lastAccessTime) ?? 0) >= since).length;
+  } catch {
+    return null;
   }
 }
 
@@ -192,6 +216,25 @@ export async function consumerReport(
     heartbeat: workflow ? streamHeartbeat(workflow.description) : null,
     database,
     databaseError,
+  };
+}
+
+/**
+ * The consumer's totals: the workflow's (finished runs, and crashed runs up to their last heartbeat) plus the
+ * running lease's heartbeat, which the workflow adds only when that run ends.
+ */
+export function totalCounters(report: ConsumerReport): StreamCounters | null {
+  const finished = report.status?.counters;
+  const running = report.heartbeat?.counters;
+  if (!finished || !running) return finished ?? running ?? null;
+  return {
+    sessions: finished.sessions + running.sessions,
+    checkpointsCommitted: finished.checkpointsCommitted + running.checkpointsCommitted,
+    eventsApplied: finished.eventsApplied + running.eventsApplied,
+    duplicates: finished.duplicates + running.duplicates,
+    acksSent: finished.acksSent + running.acksSent,
+    lastHeadPosition: running.lastHeadPosition ?? finished.lastHeadPosition,
+    lastCommitAt: running.lastCommitAt ?? finished.lastCommitAt,
   };
 }
 

@@ -1,5 +1,5 @@
 // Text renderings for operators. JSON output (--json) is the data itself; these are for eyes.
-import { headAndLag, type ConsumerReport } from './consumers.js';
+import { headAndLag, totalCounters, type ConsumerReport } from './consumers.js';
 
 const dash = '-';
 const show = (value: string | number | null | undefined): string =>
@@ -44,7 +44,7 @@ export function formatStatus(report: ConsumerReport): string {
     ]);
   }
   if (status) {
-    const c = report.heartbeat?.counters ?? status.counters;
+    const c = totalCounters(report) ?? status.counters;
     rows.push([
       'counters',
       `sessions ${c.sessions}   checkpoints ${c.checkpointsCommitted}   applied ${c.eventsApplied}   duplicates ${c.duplicates}   acks ${c.acksSent}`,
@@ -59,7 +59,7 @@ export function formatStatus(report: ConsumerReport): string {
         'pending rebind',
         `${JSON.stringify(status.pendingRebind.filter)} by ${status.pendingRebind.requestedBy}`,
       ]);
-    if (status.lastError) rows.push(['last error', status.lastError]);
+    if (status.lastError) rows.push(['last error', `${status.lastError} (at ${status.lastErrorAt ?? 'unknown time'})`]);
   }
   const width = Math.max(...rows.map(([label]) => label.length));
   return [`consumer ${report.consumerId}`, ...rows.map(([label, value]) => `  ${label.padEnd(width)}  ${value}`)].join(

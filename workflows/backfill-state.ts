@@ -34,6 +34,10 @@ export class BackfillState {
   backoffRounds: number;
   ending: string | null;
 
+  noteError(message: string): void {
+    this.lastError = message;
+  }
+
   constructor(input: BackfillWorkflowInput) {
     const carried = input.carried;
     this.consumerId = input.consumerId;

@@ -4,18 +4,17 @@
 // refused cursor). It completes at the journal's head, optionally handing the consumer id over to the live
 // stream consumer. The handlers hand requests to the shared inbox; the loop takes them in its steps.
 import {
-  allHandlersFinished,
   condition,
   continueAsNew,
   log,
   setCurrentDetails,
   setHandler,
   upsertSearchAttributes,
-  workflowInfo,
 } from '@temporalio/workflow';
 import { BackfillInbox } from './backfill-inbox.js';
 import { BACKFILL_RUNNING_PHASES, BackfillState } from './backfill-state.js';
 import { BackfillSteps } from './backfill-steps.js';
+import { runPhaseLoop } from './phase-loop.js';
 import { DEFAULT_TUNING } from './consumer-steps.js';
 import {
   backfillResolveGapUpdate,
@@ -68,48 +67,38 @@ export async function backfillWorkflow(input: BackfillWorkflowInput): Promise<Ba
   ]);
   publish();
 
-  let runsThisExecution = 0;
-  for (;;) {
-    if (state.phase === 'completed') {
-      publish();
-      await condition(allHandlersFinished);
-      return state.status();
-    }
-    if (BACKFILL_RUNNING_PHASES.includes(state.phase) && inbox.pause) {
-      steps.stopForPause();
-      publish();
-    }
-    switch (state.phase) {
-      case 'backfilling':
-        await steps.runPages();
-        runsThisExecution += 1;
-        break;
-      case 'backoff':
-        await steps.backoff();
-        break;
-      case 'paused':
-        await steps.waitForResume();
-        break;
-      case 'awaiting_gap_decision':
-        await steps.decideGap();
-        break;
-      case 'awaiting_quarantine_decision':
-        await steps.decideQuarantine();
-        break;
-      case 'handing_over':
-        await steps.handOver();
-        break;
-    }
-    publish();
-    if (
-      BACKFILL_RUNNING_PHASES.includes(state.phase) &&
-      (workflowInfo().continueAsNewSuggested || runsThisExecution >= tuning.maxRunsPerExecution)
-    ) {
-      await condition(allHandlersFinished);
-      if (inbox.pause) steps.stopForPause();
-      await continueAsNew<typeof backfillWorkflow>({ ...input, carried: state.carried() });
-    }
-  }
+  return runPhaseLoop({
+    state,
+    runningPhases: BACKFILL_RUNNING_PHASES,
+    maxRunsPerExecution: tuning.maxRunsPerExecution,
+    pauseRequested: () => inbox.pause !== null,
+    stopForPause: () => steps.stopForPause(),
+    publish,
+    step: async (phase) => {
+      switch (phase) {
+        case 'backfilling':
+          await steps.runPages();
+          return true;
+        case 'backoff':
+          await steps.backoff();
+          break;
+        case 'paused':
+          await steps.waitForResume();
+          break;
+        case 'awaiting_gap_decision':
+          await steps.decideGap();
+          break;
+        case 'awaiting_quarantine_decision':
+          await steps.decideQuarantine();
+          break;
+        case 'handing_over':
+          await steps.handOver();
+          break;
+      }
+      return false;
+    },
+    continueAsNew: () => continueAsNew<typeof backfillWorkflow>({ ...input, carried: state.carried() }),
+  });
 }
 
 function setHandlers(state: BackfillState, inbox: BackfillInbox): void {

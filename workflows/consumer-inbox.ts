@@ -53,6 +53,7 @@ export interface InboxState<Phase extends string, Status> {
   readonly consumerId: string;
   phase: Phase;
   lastError: string | null;
+  noteError(message: string): void;
   status(): Status;
 }
 
@@ -158,7 +159,7 @@ export class DecisionInbox<Phase extends string, Status> {
       apply();
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
-      this.state.lastError = `ignored ${what} signal: ${message}`;
+      this.state.noteError(`ignored ${what} signal: ${message}`);
       this.effects.warn('ignored invalid signal', { consumerId: this.state.consumerId, signal: what, error: message });
       this.effects.publish();
     }
@@ -252,7 +253,7 @@ export class ConsumerInbox extends DecisionInbox<ConsumerPhase, ConsumerStatus> 
       return null;
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
-      this.state.lastError = `refused rebind: ${reason}`;
+      this.state.noteError(`refused rebind: ${reason}`);
       this.effects.publish();
       const replyTo = typeof raw?.replyTo === 'string' && raw.replyTo !== '' ? raw.replyTo : null;
       return { replyTo, rejection: { consumerId: this.state.consumerId, phase: this.state.phase, reason } };

@@ -30,6 +30,7 @@ export class ConsumerState {
   pendingRebind: { filter: StreamFilter; requestedBy: string } | null;
   stop: ConsumerStop | null;
   lastError: string | null;
+  lastErrorAt: string | null;
   counters: StreamCounters;
   /** Streaming activity runs over the consumer's whole life (all executions). */
   runs: number;
@@ -50,11 +51,31 @@ export class ConsumerState {
     this.pendingRebind = carried?.pendingRebind ?? null;
     this.stop = carried?.stop ?? null;
     this.lastError = carried?.lastError ?? null;
+    this.lastErrorAt = carried?.lastErrorAt ?? null;
     this.counters = carried?.counters ?? emptyCounters();
     this.runs = carried?.runs ?? 0;
     this.backoffRounds = carried?.backoffRounds ?? 0;
     this.faultsWithoutProgress = carried?.faultsWithoutProgress ?? 0;
     this.progressBase = carried?.progressBase ?? null;
+  }
+
+  /** An error an operator should see, with when it happened (workflow time), until a run succeeds. */
+  noteError(message: string): void {
+    this.lastError = message;
+    this.lastErrorAt = new Date().toISOString();
+  }
+
+  clearError(): void {
+    this.lastError = null;
+    this.lastErrorAt = null;
+  }
+
+  /**
+   * A run that lost its worker returns no outcome; its last heartbeat says what it did up to then, so the totals
+   * keep counting it rather than drop the crashed run's work.
+   */
+  addCrashedRunCounters(heartbeatCounters: StreamCounters): void {
+    this.addCounters(heartbeatCounters);
   }
 
   /** The fault count starts over when the committed position moved beyond the one it was last reset at. */
@@ -81,7 +102,10 @@ export class ConsumerState {
     this.committed = outcome.committed;
     this.runs += 1;
     this.backoffRounds = 0;
-    const c = outcome.counters;
+    this.addCounters(outcome.counters);
+  }
+
+  private addCounters(c: StreamCounters): void {
     this.counters = {
       sessions: this.counters.sessions + c.sessions,
       checkpointsCommitted: this.counters.checkpointsCommitted + c.checkpointsCommitted,
@@ -165,6 +189,7 @@ export class ConsumerState {
       pendingRebind: this.pendingRebind,
       stop: this.stop,
       lastError: this.lastError,
+      lastErrorAt: this.lastErrorAt,
       counters: this.counters,
       runs: this.runs,
       start: this.start,
@@ -198,7 +223,8 @@ export class ConsumerState {
       `| next start | ${this.start.mode} |`,
       `| runs | ${this.runs} (sessions ${this.counters.sessions}, checkpoints ${this.counters.checkpointsCommitted}, events ${this.counters.eventsApplied}, duplicates ${this.counters.duplicates}, ACKs ${this.counters.acksSent}) |`,
     ];
-    if (this.lastError !== null) lines.push('', `Last error: ${this.lastError}`);
+    if (this.lastError !== null)
+      lines.push('', `Last error (${this.lastErrorAt ?? 'time unknown'}): ${this.lastError}`);
     if (this.stop !== null) {
       lines.push('', `**Stopped since ${this.stop.since}:** ${this.stop.reason}`);
       if (this.stop.resolveWith !== '')

@@ -95,7 +95,7 @@ export class ConsumerSteps {
     try {
       await this.adoptDatabaseState(why);
     } catch (error) {
-      state.lastError = `could not read the committed checkpoint: ${errorMessage(error)}`;
+      state.noteError(`could not read the committed checkpoint: ${errorMessage(error)}`);
       state.phase = 'backoff';
       this.publish();
       return false;
@@ -140,7 +140,7 @@ export class ConsumerSteps {
     }
     state.adopt(outcome);
     state.noteProgress();
-    state.lastError = null;
+    state.clearError();
     this.handleOutcome(outcome);
   }
 
@@ -191,13 +191,14 @@ export class ConsumerSteps {
     }
     if (!patched(ESCALATION_PATCH)) {
       const type = failure.kind === 'crash' ? 'TimeoutFailure' : failure.type;
-      state.lastError = `${type}: ${failure.kind === 'crash' ? failure.description : failure.message}`;
+      state.noteError(`${type}: ${failure.kind === 'crash' ? failure.description : failure.message}`);
       state.phase = 'backoff';
       return;
     }
     if (failure.kind === 'crash') {
       // The worker died or vanished: not the stream's fault. The next run takes the lease over at once.
-      state.lastError = `streaming run lost its worker (${failure.description}); the next run took over at once`;
+      if (failure.lastCounters) state.addCrashedRunCounters(failure.lastCounters);
+      state.noteError(`streaming run lost its worker (${failure.description}); the next run took over at once`);
       log.warn('streaming run timed out; taking over at once', { consumerId: state.consumerId });
       return;
     }
@@ -212,7 +213,7 @@ export class ConsumerSteps {
     const { state } = this;
     if (fault.committed) state.committed = fault.committed;
     state.noteProgress();
-    state.lastError = `${fault.type}: ${fault.message}`;
+    state.noteError(`${fault.type}: ${fault.message}`);
     if (fault.type === 'StorageFailure') {
       // A database outage is waited out on the growing timer, never escalated to a stop: the next run resumes
       // from the committed checkpoint once Postgres answers again.
@@ -265,7 +266,7 @@ export class ConsumerSteps {
       await this.adoptDatabaseState(`resumed by ${request.actor}: ${request.reason}`);
     } catch (error) {
       // Still paused: the operator resumes again once the database answers.
-      this.state.lastError = `resume could not read the committed checkpoint: ${errorMessage(error)}`;
+      this.state.noteError(`resume could not read the committed checkpoint: ${errorMessage(error)}`);
       return;
     }
     if (this.state.phase === 'paused') {
@@ -321,11 +322,11 @@ export class ConsumerSteps {
       result = await write();
     } catch (error) {
       const message = `decision not recorded: ${errorMessage(error)}`;
-      this.state.lastError = message;
+      this.state.noteError(message);
       this.inbox.settle(ticket, message);
       return null;
     }
-    this.state.lastError = null;
+    this.state.clearError();
     this.inbox.settle(ticket, null);
     return result;
   }

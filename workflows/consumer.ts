@@ -4,7 +4,6 @@
 // gap, changes a binding or releases a quarantine by itself. The handlers only hand requests to the inbox
 // (consumer-inbox.ts); the loop below takes them in its phase steps (consumer-steps.ts).
 import {
-  allHandlersFinished,
   condition,
   continueAsNew,
   getExternalWorkflowHandle,
@@ -13,11 +12,11 @@ import {
   setHandler,
   sleep,
   upsertSearchAttributes,
-  workflowInfo,
 } from '@temporalio/workflow';
 import { ConsumerInbox } from './consumer-inbox.js';
 import { ConsumerState, RUNNING_PHASES } from './consumer-state.js';
 import { ConsumerSteps, DEFAULT_TUNING } from './consumer-steps.js';
+import { runPhaseLoop } from './phase-loop.js';
 import {
   consumerIdSearchAttribute,
   DEFAULT_LEASE_MS,
@@ -80,50 +79,40 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
   }
   publish();
 
-  let runsThisExecution = 0;
-  for (;;) {
-    if (state.phase === 'completed') {
-      publish();
-      await condition(allHandlersFinished);
-      return state.status();
-    }
-    if (RUNNING_PHASES.includes(state.phase) && inbox.pause) {
-      steps.stopForPause();
-      publish();
-    }
-    switch (state.phase) {
-      case 'streaming':
-      case 'rebinding':
-        await steps.runLease();
-        runsThisExecution += 1;
-        break;
-      case 'backoff':
-        await steps.backoff();
-        break;
-      case 'paused':
-        await steps.waitForResume();
-        break;
-      case 'awaiting_gap_decision':
-        await steps.decideGap();
-        break;
-      case 'awaiting_binding_decision':
-        await steps.decideBinding();
-        break;
-      case 'awaiting_quarantine_decision':
-        await steps.decideQuarantine();
-        break;
-    }
-    publish();
-    if (
-      RUNNING_PHASES.includes(state.phase) &&
-      (workflowInfo().continueAsNewSuggested || runsThisExecution >= tuning.maxRunsPerExecution)
-    ) {
-      await condition(allHandlersFinished);
-      // A handler that ran while we waited may have moved the state; carry it as it is now.
-      if (inbox.pause) steps.stopForPause();
-      await continueAsNew<typeof consumerWorkflow>({ ...input, filter: state.filter, carried: state.carried() });
-    }
-  }
+  return runPhaseLoop({
+    state,
+    runningPhases: RUNNING_PHASES,
+    maxRunsPerExecution: tuning.maxRunsPerExecution,
+    pauseRequested: () => inbox.pause !== null,
+    stopForPause: () => steps.stopForPause(),
+    publish,
+    step: async (phase) => {
+      switch (phase) {
+        case 'streaming':
+        case 'rebinding':
+          await steps.runLease();
+          return true;
+        case 'backoff':
+          await steps.backoff();
+          break;
+        case 'paused':
+          await steps.waitForResume();
+          break;
+        case 'awaiting_gap_decision':
+          await steps.decideGap();
+          break;
+        case 'awaiting_binding_decision':
+          await steps.decideBinding();
+          break;
+        case 'awaiting_quarantine_decision':
+          await steps.decideQuarantine();
+          break;
+      }
+      return false;
+    },
+    continueAsNew: () =>
+      continueAsNew<typeof consumerWorkflow>({ ...input, filter: state.filter, carried: state.carried() }),
+  });
 }
 
 /** The handlers are thin: the inbox accepts or refuses, the loop takes what was accepted. */

@@ -88,6 +88,8 @@ export interface ConsumerCarriedState {
   pendingRebind: { filter: StreamFilter; requestedBy: string } | null;
   stop: ConsumerStop | null;
   lastError: string | null;
+  /** Workflow time of the last error (absent in states carried by older runs). */
+  lastErrorAt?: string | null;
   counters: StreamCounters;
   runs: number;
   /** How the next session starts (an explicit start survives until its first commit). */

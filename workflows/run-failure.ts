@@ -4,12 +4,17 @@
 // fault: counted while the committed position does not move forward, waited on with a growing backoff, and past
 // the bound the consumer stops with the fault named. Pure: no workflow APIs, so it is unit-tested directly.
 import { ActivityFailure, ApplicationFailure, CancelledFailure, TimeoutFailure } from '@temporalio/common';
-import type { CheckpointSummary } from '../activities/types.js';
+import type { CheckpointSummary, StreamCounters } from '../activities/types.js';
 
 export type RunFailure =
   | { kind: 'cancelled' }
   /** the worker running the lease is gone: take over at once */
-  | { kind: 'crash'; description: string }
+  | {
+      kind: 'crash';
+      description: string;
+      /** the lost run's counters as of its last heartbeat (none if it never heartbeated) */
+      lastCounters: StreamCounters | null;
+    }
   /** the operator must fix the cause before anything can run */
   | { kind: 'stop'; type: string; message: string }
   | {
@@ -30,7 +35,11 @@ export function classifyRunFailure(error: unknown): RunFailure {
   const cause = error instanceof ActivityFailure && error.cause ? error.cause : error;
   if (cause instanceof CancelledFailure) return { kind: 'cancelled' };
   if (cause instanceof TimeoutFailure) {
-    return { kind: 'crash', description: `${(cause.timeoutType ?? 'unknown').toLowerCase()} timeout` };
+    return {
+      kind: 'crash',
+      description: `${(cause.timeoutType ?? 'unknown').toLowerCase()} timeout`,
+      lastCounters: heartbeatCounters(cause.lastHeartbeatDetails),
+    };
   }
   const message = cause instanceof Error ? cause.message : String(cause);
   if (cause instanceof ApplicationFailure) {
@@ -52,6 +61,16 @@ export function classifyRunFailure(error: unknown): RunFailure {
     committed: null,
     retryAfterMs: null,
   };
+}
+
+/** The counters of a streaming run's heartbeat (`StreamHeartbeat`); anything else: none. */
+function heartbeatCounters(details: unknown): StreamCounters | null {
+  if (typeof details !== 'object' || details === null) return null;
+  const counters = (details as Record<string, unknown>).counters;
+  if (typeof counters !== 'object' || counters === null) return null;
+  const fields = counters as Record<string, unknown>;
+  const numeric = ['sessions', 'checkpointsCommitted', 'eventsApplied', 'duplicates', 'acksSent'] as const;
+  return numeric.every((name) => typeof fields[name] === 'number') ? (counters as StreamCounters) : null;
 }
 
 interface TransportDetails {

@@ -15,7 +15,7 @@ import { useTestDatabase } from '../support/db.js';
 import { stopChildProcess, useResources, type Resources } from '../support/leaks.js';
 import { startRestartablePostgres } from '../support/restartable-postgres.js';
 import { createTestClient, sharedWorkflowBundlePath, uniqueTaskQueue, waitFor } from '../support/temporal.js';
-import { logLinesWith, nonJsonLines, spawnWorkerProcess, type WorkerProcess } from '../support/worker-process.js';
+import { logLinesWith, nonJsonLines, spawnWorker, type WorkerProcess } from '../support/worker-process.js';
 import { testWorkerEnv } from './consumer-harness.js';
 
 const API_KEY = `wh-dbfaults-secret-${randomUUID()}`;
@@ -72,7 +72,7 @@ async function startStack(res: Resources, journal: Journal, databaseUrl: string)
 }
 
 function spawnTracked(res: Resources, env: Record<string, string>, label: string): WorkerProcess {
-  const worker = spawnWorkerProcess(env);
+  const worker = spawnWorker(env);
   res.track(worker.child, (c) => stopChildProcess(c), label);
   return worker;
 }

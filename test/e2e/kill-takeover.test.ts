@@ -1,14 +1,13 @@
 // Recovery after kill -9 does not degrade with repetition (issue 8 §3): the worker process running the streaming
 // lease is killed again and again, and every time the next run is scheduled as soon as the attempt times out — no
-// timer, no growing backoff — and a fresh worker resumes from the committed token. At the end the consumer is at
-// the head with effects equal to a plain fold of the journal. The takeover times are measured by
-// `npm run bench -- takeover` (TAKEOVER_RESULTS names the file this test writes them to); the test asserts the
-// history's shape, not durations.
-import { spawn, type ChildProcess } from 'node:child_process';
+// timer, no growing backoff — and the standby worker resumes from the committed token (two workers run, as in
+// production; a replacement starts after each takeover). `status` right after each takeover answers and keeps the
+// killed run's work in its totals. At the end the consumer is at the head with effects equal to a plain fold of the
+// journal. The takeover times are measured by `npm run bench -- takeover` (TAKEOVER_RESULTS names the file this
+// test writes them to); the test asserts the history's shape, not durations.
 import { randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import type { WorkflowHandle } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
 import { loadCommitted } from '../../db/index.js';
 import { Journal } from '../../simulator/journal.js';
@@ -16,25 +15,18 @@ import { ReferenceStreamServer } from '../../simulator/server.js';
 import type { consumerWorkflow } from '../../workflows/index.js';
 import { consumerIdSearchAttribute, consumerWorkflowId, phaseSearchAttribute } from '../../workflows/definitions.js';
 import { foldExecutions, savedEffects } from '../db/consume-stream-support.js';
+import { streamHeartbeat } from '../../cli/consumers.js';
+import { runCli } from '../support/cli.js';
 import { useTestDatabase } from '../support/db.js';
 import { stopChildProcess, useResources } from '../support/leaks.js';
+import { spawnWorker } from '../support/worker-process.js';
 import { createTestClient, sharedWorkflowBundlePath, uniqueTaskQueue, waitFor } from '../support/temporal.js';
 import { testWorkerEnv } from './consumer-harness.js';
 
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const API_KEY = `wh-takeover-secret-${randomUUID()}`;
-const KILLS = Number(process.env.TAKEOVER_KILLS ?? 6);
+const KILLS = Number(process.env.TAKEOVER_KILLS ?? 4);
 const HEARTBEAT_TIMEOUT_MS = Number(process.env.TAKEOVER_HEARTBEAT_TIMEOUT_MS ?? 3_000);
 const db = useTestDatabase();
-
-function spawnWorker(env: Record<string, string>): { child: ChildProcess; exited: Promise<unknown> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'worker/main.ts')], {
-    cwd: repoRoot,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'ignore', 'ignore'],
-  });
-  return { child, exited: new Promise((r) => child.once('exit', r)) };
-}
 
 describe('repeated kill -9 of the worker running the lease', () => {
   const res = useResources();
@@ -42,7 +34,7 @@ describe('repeated kill -9 of the worker running the lease', () => {
   it(
     `${KILLS} kills: every takeover follows the timeout at once, and the consumer ends at the head exactly once`,
     async () => {
-      const consumerId = 'takeover-1';
+      const consumerId = `takeover-${randomUUID().slice(0, 8)}`;
       const journal = Journal.generate({ seed: 977, transitions: 20 });
       const server = res.track(
         await ReferenceStreamServer.start({ journal, apiKeys: [API_KEY], checkpointEvery: 3 }),
@@ -56,13 +48,16 @@ describe('repeated kill -9 of the worker running the lease', () => {
         WORKFLOW_BUNDLE_PATH: sharedWorkflowBundlePath(),
         LOG_LEVEL: 'WARN',
       };
+      const cliEnv = { ...env, LOG_LEVEL: 'ERROR' };
       const connectionsOf = () => server.connections.filter((c) => c.consumerId === consumerId);
 
-      let worker = spawnWorker(env);
-      res.track(worker.child, (c) => stopChildProcess(c), 'worker process');
+      // Two workers, as in production: a standby already polls when the one running the lease dies, and a
+      // replacement is started after each takeover.
+      const workers = [spawnWorker(env), spawnWorker(env)];
+      for (const w of workers) res.track(w.child, (c) => stopChildProcess(c), 'worker process');
       const handle = await testClient.client.workflow.start<typeof consumerWorkflow>('consumerWorkflow', {
         taskQueue,
-        workflowId: consumerWorkflowId(`${consumerId}-${randomUUID()}`),
+        workflowId: consumerWorkflowId(consumerId),
         args: [
           {
             consumerId,
@@ -93,18 +88,40 @@ describe('repeated kill -9 of the worker running the lease', () => {
             timeoutMs: 60_000,
           },
         );
+        // The run's heartbeat names that commit, so the workflow learns what the run did before it dies.
+        await waitFor(async () => streamHeartbeat(await handle.describe())?.position === head, {
+          description: `the heartbeat of position ${head} before kill ${kill}`,
+          timeoutMs: 30_000,
+        });
+        const holder = await leaseHolder(handle);
+        const doomed = workers.find((w) => w.child.pid === holder);
+        if (!doomed) throw new Error(`the lease runs on pid ${holder}, not on one of this test's workers`);
         const sessionsBefore = connectionsOf().length;
-        worker.child.kill('SIGKILL');
+        doomed.child.kill('SIGKILL');
         const killedAt = Date.now();
-        await worker.exited;
-        await res.close(worker.child);
-        worker = spawnWorker(env);
-        res.track(worker.child, (c) => stopChildProcess(c), 'worker process');
+        await doomed.exited;
+        await res.close(doomed.child);
         const next = await waitFor(() => Promise.resolve(connectionsOf()[sessionsBefore]), {
           description: `the session taking over after kill ${kill}`,
           timeoutMs: 60_000,
         });
+        const replacement = spawnWorker(env);
+        res.track(replacement.child, (c) => stopChildProcess(c), 'worker process');
+        workers.splice(workers.indexOf(doomed), 1, replacement);
         takeoverMs.push(next.openedAt.getTime() - killedAt);
+
+        // `status` right after the takeover: the workflow answers through the new worker, and the totals keep
+        // the killed run's work (its last heartbeat) instead of restarting from the new run's.
+        const status = await runCli(cliEnv, 'status', '--consumer', consumerId, '--json');
+        expect(status.code, status.stderr).toBe(0);
+        const report = JSON.parse(status.stdout) as StatusJson;
+        expect(report.statusError).toBeNull();
+        expect(report.status?.phase).toBe('streaming');
+        expect(report.status?.lastError).toMatch(/^streaming run lost its worker \(heartbeat timeout\)/);
+        expect(Date.parse(report.status?.lastErrorAt ?? '')).toBeGreaterThanOrEqual(killedAt - 1_000);
+        expect(report.totals?.sessions).toBeGreaterThanOrEqual(kill);
+        expect(report.totals?.checkpointsCommitted).toBeGreaterThanOrEqual(kill);
+        expect(report.totals?.acksSent).toBeGreaterThanOrEqual(kill);
       }
 
       await waitFor(async () => (await loadCommitted(db.pool, consumerId))?.position === journal.head, {
@@ -132,9 +149,11 @@ describe('repeated kill -9 of the worker running the lease', () => {
       }
       expect(events.some((e) => e.timerStartedEventAttributes)).toBe(false);
       await handle.terminate('test finished');
-      worker.child.kill('SIGTERM');
-      await worker.exited;
-      await res.close(worker.child);
+      for (const w of workers) {
+        w.child.kill('SIGTERM');
+        await w.exited;
+        await res.close(w.child);
+      }
       await res.close(testClient);
       await res.close(server);
 
@@ -144,11 +163,24 @@ describe('repeated kill -9 of the worker running the lease', () => {
           `${JSON.stringify({ kills: KILLS, heartbeatTimeoutMs: HEARTBEAT_TIMEOUT_MS, takeoverMs }, null, 2)}\n`,
         );
       }
-      // Each kill waits out a heartbeat timeout and a worker process start.
+      // Each kill waits out a heartbeat timeout, a `status` CLI run and a worker process start.
     },
     60_000 + KILLS * 25_000,
   );
 });
+
+/** The pid of the worker running the streaming activity (the SDK's default identity is `pid@host`). */
+async function leaseHolder(handle: WorkflowHandle): Promise<number> {
+  const identity = (await handle.describe()).raw.pendingActivities?.[0]?.lastWorkerIdentity ?? '';
+  return Number(identity.split('@')[0]);
+}
+
+/** The parts of `status --json` this test reads. */
+interface StatusJson {
+  statusError: string | null;
+  status: { phase: string; lastError: string | null; lastErrorAt: string | null } | null;
+  totals: { sessions: number; checkpointsCommitted: number; acksSent: number } | null;
+}
 
 /** temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_HEARTBEAT */
 const temporalHeartbeatTimeout = 4;

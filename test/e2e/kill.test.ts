@@ -23,7 +23,7 @@ import { useTestDatabase } from '../support/db.js';
 import { stopChildProcess, useResources } from '../support/leaks.js';
 import { createTestClient, sharedWorkflowBundlePath, uniqueTaskQueue, waitFor } from '../support/temporal.js';
 import { testWorkerEnv } from './consumer-harness.js';
-import { isJsonObject, spawnWorker } from './worker-process.js';
+import { isJsonObject, spawnWorker } from '../support/worker-process.js';
 
 const API_KEY = `wh-kill-secret-${randomUUID()}`;
 const db = useTestDatabase();

@@ -3,11 +3,10 @@
 // taken after the consumer reached the head agrees with the database (events by outcome, checkpoints, the
 // committed position) and carries the SDK's own worker metrics. The scrape passes `promtool check metrics`,
 // and every metric the dashboard and the alert rules query is in it.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { Journal } from '../../simulator/journal.js';
@@ -16,6 +15,7 @@ import type { consumerWorkflow } from '../../workflows/index.js';
 import { consumerIdSearchAttribute, consumerWorkflowId, phaseSearchAttribute } from '../../workflows/definitions.js';
 import { useTestDatabase } from '../support/db.js';
 import { stopChildProcess, useResources } from '../support/leaks.js';
+import { spawnWorker } from '../support/worker-process.js';
 import { createTestClient, sharedWorkflowBundlePath, uniqueTaskQueue, waitFor } from '../support/temporal.js';
 import {
   EVENT_ONLY_METRICS,
@@ -29,22 +29,6 @@ import { testWorkerEnv } from './consumer-harness.js';
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const API_KEY = `wh-metrics-secret-${randomUUID()}`;
 const db = useTestDatabase();
-
-function spawnWorker(env: Record<string, string>) {
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'worker/main.ts')], {
-    cwd: repoRoot,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const lines: string[] = [];
-  const stderr: string[] = [];
-  createInterface({ input: child.stdout! }).on('line', (line) => lines.push(line));
-  createInterface({ input: child.stderr! }).on('line', (line) => stderr.push(line));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveExit) =>
-    child.once('exit', (code, signal) => resolveExit({ code, signal })),
-  );
-  return { child, lines, stderr, exited };
-}
 
 const logged = (lines: string[]) => lines.map((line) => JSON.parse(line) as Record<string, unknown> & { msg: string });
 

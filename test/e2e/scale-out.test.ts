@@ -16,7 +16,7 @@ import { useTestDatabase } from '../support/db.js';
 import { stopChildProcess, useResources } from '../support/leaks.js';
 import { createTestClient, sharedWorkflowBundlePath, uniqueTaskQueue, waitFor } from '../support/temporal.js';
 import { testWorkerEnv } from './consumer-harness.js';
-import { spawnWorker, type WorkerProcess } from './worker-process.js';
+import { spawnWorker, type WorkerProcess } from '../support/worker-process.js';
 
 const API_KEY = `wh-scale-secret-${randomUUID()}`;
 const db = useTestDatabase();

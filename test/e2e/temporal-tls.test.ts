@@ -3,12 +3,11 @@
 // (worker/main.ts) and the operator CLI (cli/bin.js) connect through it with the standard variables and with a
 // profile file the `temporal` CLI reads too; a wrong CA or a missing client certificate fails at once with an
 // error naming the setting; and the Temporal API key appears in no log line, no output and no workflow history.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +15,7 @@ import { consumerWorkflowId } from '../../workflows/definitions.js';
 import { runCli, type CliResult } from '../support/cli.js';
 import { useTestDatabase } from '../support/db.js';
 import { stopChildProcess, useResources } from '../support/leaks.js';
+import { spawnWorker, type WorkerProcess } from '../support/worker-process.js';
 import { generateTestPki, startTlsProxy, type TestPki, type TlsProxy } from '../support/tls-proxy.js';
 import {
   createTestClient,
@@ -32,26 +32,8 @@ const db = useTestDatabase();
 /** Failing fast means well inside the CLI's own connect deadline, let alone a hang. */
 const FAST_MS = 15_000;
 
-interface WorkerProcess {
-  child: ChildProcess;
-  /** stdout (JSON log lines) and stderr, interleaved. */
-  output: string[];
-  exited: Promise<number | null>;
-}
-
-function spawnWorker(env: Record<string, string>): WorkerProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'worker/main.ts')], {
-    cwd: repoRoot,
-    env: { ...withoutTemporalVariables(process.env), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const output: string[] = [];
-  for (const stream of [child.stdout, child.stderr]) {
-    createInterface({ input: stream }).on('line', (line) => output.push(line));
-  }
-  const exited = new Promise<number | null>((resolveExit) => child.once('exit', (code) => resolveExit(code)));
-  return { child, output, exited };
-}
+/** The worker's stdout (JSON log lines) and stderr together. */
+const outputOf = (worker: WorkerProcess) => [...worker.lines, ...worker.stderr];
 
 /** The test's own Temporal settings only: nothing from the machine's environment or its temporal.toml. */
 function withoutTemporalVariables(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
@@ -108,10 +90,10 @@ describe('Temporal over mTLS, configured like the temporal CLI', () => {
       ...temporalEnv,
     };
     const acceptedBefore = proxy.accepted();
-    const worker = spawnWorker(env);
+    const worker = spawnWorker(env, withoutTemporalVariables(process.env));
     res.track(worker.child, (child) => stopChildProcess(child, 20_000), 'worker process');
-    await waitFor(() => Promise.resolve(worker.output.some((line) => line.includes('"worker running"'))), {
-      description: `the worker process running (output so far:\n${worker.output.join('\n')})`,
+    await waitFor(() => Promise.resolve(outputOf(worker).some((line) => line.includes('"worker running"'))), {
+      description: `the worker process running (output so far:\n${outputOf(worker).join('\n')})`,
       timeoutMs: 60_000,
     });
 
@@ -135,7 +117,7 @@ describe('Temporal over mTLS, configured like the temporal CLI', () => {
     await res.close(worker.child);
     await res.close(testClient);
     await res.close(server);
-    expect(await worker.exited).toBe(0);
+    expect((await worker.exited).code).toBe(0);
     return { env, worker, outputs: [started, status], history };
   }
 
@@ -152,11 +134,11 @@ describe('Temporal over mTLS, configured like the temporal CLI', () => {
       `tls-env-${randomUUID().slice(0, 8)}`,
     );
     // The worker logged its connection (so the check below reads real lines), without the key.
-    const starting = worker.output.find((line) => line.includes('"starting"'));
+    const starting = outputOf(worker).find((line) => line.includes('"starting"'));
     expect(starting).toContain('"tls":"mutual"');
     expect(starting).toContain('"apiKeySet":true');
     expect(history.length).toBeGreaterThan(1000);
-    for (const text of [...worker.output, ...outputs.flatMap((o) => [o.stdout, o.stderr]), history]) {
+    for (const text of [...outputOf(worker), ...outputs.flatMap((o) => [o.stdout, o.stderr]), history]) {
       expect(text).not.toContain(temporalApiKey);
     }
   });
@@ -224,17 +206,20 @@ describe('Temporal over mTLS, configured like the temporal CLI', () => {
 
     const taskQueue = uniqueTaskQueue('tls');
     const workerStartedAt = performance.now();
-    const worker = spawnWorker({
-      ...testWorkerEnv({ databaseUrl: db.url, taskQueue, streamUrl: 'ws://127.0.0.1:1', apiKey: API_KEY }),
-      XDG_CONFIG_HOME: emptyConfigHome,
-      ...wrongCa,
-    });
+    const worker = spawnWorker(
+      {
+        ...testWorkerEnv({ databaseUrl: db.url, taskQueue, streamUrl: 'ws://127.0.0.1:1', apiKey: API_KEY }),
+        XDG_CONFIG_HOME: emptyConfigHome,
+        ...wrongCa,
+      },
+      withoutTemporalVariables(process.env),
+    );
     res.track(worker.child, (child) => stopChildProcess(child), 'worker process');
-    expect(await within(worker.exited, FAST_MS + 20_000, 'the worker giving up')).toBe(1);
+    expect((await within(worker.exited, FAST_MS + 20_000, 'the worker giving up')).code).toBe(1);
     // Process start and migrations take their time; the connection itself is not retried until a deadline.
     expect(performance.now() - workerStartedAt).toBeLessThan(FAST_MS + 20_000);
     await res.close(worker.child);
-    expect(worker.output.join('\n')).toContain('not signed by the CA in TEMPORAL_TLS_SERVER_CA_CERT_PATH');
+    expect(outputOf(worker).join('\n')).toContain('not signed by the CA in TEMPORAL_TLS_SERVER_CA_CERT_PATH');
   });
 
   it('no client certificate fails at once, saying the server wants one and which settings supply it', async () => {

@@ -1,4 +1,5 @@
-// A worker process as operators run it (`worker/main.ts`), its stdout JSON lines and stderr kept for assertions.
+// A worker process as operators run it (`worker/main.ts`): its stdout JSON log lines and stderr kept for
+// assertions, its exit awaitable. The kill -9, takeover, scale-out, metrics and fault tests start several.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -14,10 +15,11 @@ export interface WorkerProcess {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-export function spawnWorkerProcess(env: Record<string, string>): WorkerProcess {
+/** `env` is added to `baseEnv` (this process's environment unless a test needs a clean one). */
+export function spawnWorker(env: Record<string, string>, baseEnv: NodeJS.ProcessEnv = process.env): WorkerProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'worker/main.ts')], {
     cwd: repoRoot,
-    env: { ...process.env, ...env },
+    env: { ...baseEnv, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: string[] = [];
@@ -28,6 +30,15 @@ export function spawnWorkerProcess(env: Record<string, string>): WorkerProcess {
     child.once('exit', (code, signal) => resolveExit({ code, signal })),
   );
   return { child, lines, stderr, exited };
+}
+
+export function isJsonObject(line: string): boolean {
+  try {
+    const value: unknown = JSON.parse(line);
+    return typeof value === 'object' && value !== null;
+  } catch {
+    return false;
+  }
 }
 
 /** The parsed log lines whose `msg` is `msg`. */
@@ -43,12 +54,5 @@ export function logLinesWith(worker: WorkerProcess, msg: string): Record<string,
 }
 
 export function nonJsonLines(worker: WorkerProcess): string[] {
-  return worker.lines.filter((line) => {
-    try {
-      const value: unknown = JSON.parse(line);
-      return typeof value !== 'object' || value === null;
-    } catch {
-      return true;
-    }
-  });
+  return worker.lines.filter((line) => !isJsonObject(line));
 }

@@ -71,10 +71,29 @@ describe('classifyRunFailure', () => {
     expect(classifyRunFailure(activityFailure(new TimeoutFailure('t', undefined, 'HEARTBEAT')))).toEqual({
       kind: 'crash',
       description: 'heartbeat timeout',
+      lastCounters: null,
     });
     expect(classifyRunFailure(activityFailure(new TimeoutFailure('t', undefined, 'START_TO_CLOSE'))).kind).toBe(
       'crash',
     );
+  });
+
+  it("a crash carries the lost run's counters from its last heartbeat, so the totals keep its work", () => {
+    const counters = {
+      sessions: 2,
+      checkpointsCommitted: 7,
+      eventsApplied: 40,
+      duplicates: 1,
+      acksSent: 7,
+      lastHeadPosition: 90,
+      lastCommitAt: '2026-12-01T08:00:00.000Z',
+    };
+    const heartbeat = { position: 80, version: 9, generation: 1, headPosition: 90, counters };
+    const failure = classifyRunFailure(activityFailure(new TimeoutFailure('t', heartbeat, 'HEARTBEAT')));
+    expect(failure).toEqual({ kind: 'crash', description: 'heartbeat timeout', lastCounters: counters });
+    expect(classifyRunFailure(activityFailure(new TimeoutFailure('t', { position: 3 }, 'HEARTBEAT')))).toMatchObject({
+      lastCounters: null,
+    });
   });
 
   it('a transport failure is a fault carrying the committed checkpoint and the server retry-after', () => {

@@ -75,6 +75,21 @@ describe('ConsumerState', () => {
     });
   });
 
+  it("a crashed run's heartbeat counters add to the totals; an error keeps its time until cleared", () => {
+    const state = new ConsumerState(input);
+    state.adopt(outcome('lease_expired', 10, { sessions: 1, checkpointsCommitted: 2, acksSent: 2 }));
+    state.addCrashedRunCounters({ ...emptyCounters(), sessions: 1, checkpointsCommitted: 3, acksSent: 3 });
+    expect(state.counters).toMatchObject({ sessions: 2, checkpointsCommitted: 5, acksSent: 5 });
+    expect(state.runs).toBe(1);
+
+    state.noteError('streaming run lost its worker (heartbeat timeout)');
+    expect(Date.parse(state.lastErrorAt ?? '')).not.toBeNaN();
+    expect(state.status()).toMatchObject({ lastError: 'streaming run lost its worker (heartbeat timeout)' });
+    expect(state.details(Date.now())).toContain(`Last error (${state.lastErrorAt}): streaming run lost its worker`);
+    state.clearError();
+    expect(state.status()).toMatchObject({ lastError: null, lastErrorAt: null });
+  });
+
   it('a committed rebind switches to its filter and resumes; a pending rebind is cleared', () => {
     const state = new ConsumerState(input);
     state.pendingRebind = { filter: { markets: ['m2'] }, requestedBy: 'ops' };

@@ -106,7 +106,7 @@ export async function showStatus(
     };
     io.out(JSON.stringify({ ...report, database }, null, 2));
   } else {
-    io.out(formatStatus(report));
+    io.out(formatStatus(report, Date.now()));
   }
 }
 

@@ -23,7 +23,9 @@ export function throttledReporter(
     if (inFlight || now - lastSentAt < everyMs) return;
     lastSentAt = now;
     inFlight = true;
-    send(reading)
+    // A send that throws at once (no client while the worker shuts down) is a failed send like any other.
+    Promise.resolve()
+      .then(() => send(reading))
       .catch(onError)
       .finally(() => {
         inFlight = false;

@@ -164,10 +164,12 @@ describe('throttledReporter', () => {
     report(at(1)); // the first reading goes at once
     now = 25_000;
     report(at(2)); // the first signal is still in flight
+    await settle();
     release();
     await settle();
     now = 30_000;
     report(at(3));
+    await settle();
     release();
     await settle();
     now = 35_000;
@@ -175,6 +177,7 @@ describe('throttledReporter', () => {
     fail = true;
     now = 50_000;
     report(at(5));
+    await settle();
     release();
     await settle();
     now = 70_000;

@@ -127,7 +127,7 @@ export class BackfillState {
       lines.push('', `**Waiting since ${formatTime(this.stop.since)}:** ${this.stop.reason}`);
       if (this.stop.resolveWith !== '') {
         const commands = this.stop.resolveWith.split('\n').map((command) => wrapShellCommand(command));
-        lines.push('', '```sh', commands.join('\n\n'), '```');
+        lines.push('', '```sh', commands.join('\n'), '```');
       }
     }
     if (this.ending !== null) lines.push('', `Ended: ${this.ending}`);
@@ -143,6 +143,8 @@ export class BackfillState {
       `| events | new ${c.applied}, recognised ${c.recognised}, duplicates ${c.duplicates}, no effect ${c.noEffect}, quarantined ${c.quarantined} |`,
       `| then | ${this.thenStream ? `live stream consumer (subscription ${this.thenStream.subscriptionId})` : 'stop at the head'} |`,
     );
+    // The Temporal UI (2.42) sizes the panel about 26 px short of its content: let that be an empty line.
+    lines.push('', '&nbsp;');
     return lines.join('\n');
   }
 }

@@ -229,22 +229,25 @@ export class ConsumerState {
       lines.push('', `**Waiting since ${formatTime(this.stop.since)}:** ${this.stop.reason}`);
       if (this.stop.resolveWith !== '') {
         const commands = this.stop.resolveWith.split('\n').map((command) => wrapShellCommand(command));
-        lines.push('', '```sh', commands.join('\n\n'), '```');
+        lines.push('', '```sh', commands.join('\n'), '```');
       }
     }
     if (this.lastError !== null) lines.push('', `Last error: ${this.lastError}`);
     const f = progressFigures(this.progress, this.rateAt(nowMs));
     const c = this.counters;
+    const rebind = this.pendingRebind ? ` (rebind requested by ${this.pendingRebind.requestedBy})` : '';
+    // One line per row: the panel's height is fixed, and what does not fit is cut off at its bottom.
     lines.push(
       '',
       '| | |',
       '| --- | --- |',
-      `| position / head / lag | ${f.position} / ${f.head} / ${f.lag} (${f.asOf}) |`,
-      `| rate, last minute | ${f.rate} (as of ${formatTime(new Date(nowMs).toISOString())}) |`,
-      `| last commit | ${c.lastCommitAt === null ? 'none yet' : formatTime(c.lastCommitAt)} |`,
-      `| generation | ${this.committed?.generation ?? 'none'}${this.pendingRebind ? ` (rebind requested by ${this.pendingRebind.requestedBy})` : ''}, next start ${this.start.mode} |`,
-      `| totals | runs ${formatCount(this.runs)}, events ${formatCount(c.eventsApplied)}, duplicates ${formatCount(c.duplicates)}, checkpoints ${formatCount(c.checkpointsCommitted)} (as of ${formatTime(this.countersAt)}) |`,
+      `| position | ${f.position}, head ${f.head}, lag ${f.lag} (${f.asOf}) |`,
+      `| rate | ${f.rate} over the last minute (as of ${formatTime(new Date(nowMs).toISOString())}) |`,
+      `| last commit | ${c.lastCommitAt === null ? 'none yet' : formatTime(c.lastCommitAt)}; generation ${this.committed?.generation ?? 'none'}${rebind}, next start ${this.start.mode} |`,
+      `| totals | ${formatCount(this.runs)} runs, ${formatCount(c.eventsApplied)} events, ${formatCount(c.duplicates)} duplicates (as of ${formatTime(this.countersAt)}) |`,
     );
+    // The Temporal UI (2.42) sizes the panel about 26 px short of its content: let that be an empty line.
+    lines.push('', '&nbsp;');
     return lines.join('\n');
   }
 }

@@ -33,8 +33,8 @@ async function currentDetails(handle: ConsumerHandle): Promise<string> {
 }
 
 function detailsFigures(details: string): Figures | null {
-  const row = /\| position \/ head \/ lag \| ([\d,]+) \/ ([\d,]+) \/ ([\d,]+) \(as of (\S+ UTC)\) \|/.exec(details);
-  const rate = /\| rate, last minute \| ([\d.,]+) ev\/s/.exec(details);
+  const row = /\| position \| ([\d,]+), head ([\d,]+), lag ([\d,]+) \(as of (\S+ UTC)\) \|/.exec(details);
+  const rate = /\| rate \| ([\d.,]+) ev\/s over the last minute/.exec(details);
   if (!row || !rate) return null;
   return { position: count(row[1]!), head: count(row[2]!), lag: count(row[3]!), rate: rate[1]!, asOf: row[4]! };
 }

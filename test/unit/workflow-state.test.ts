@@ -158,11 +158,10 @@ describe('ConsumerState', () => {
     ]);
     expect(details).toContain(wrapShellCommand(resolveGapCommand('c1', 'live_cut')));
     expect(Math.max(...lines.slice(0, lines.indexOf('| | |')).map((line) => line.length))).toBeLessThanOrEqual(73);
-    expect(details).toContain('| position / head / lag | 40 / 52 / 12 (as of 00:00:00 UTC) |');
+    expect(details).toContain('| position | 40, head 52, lag 12 (as of 00:00:00 UTC) |');
     // Waiting for a decision nothing is consumed: the rate is 0, not the last lease's.
-    expect(details).toContain('| rate, last minute | 0.0 ev/s (as of 00:01:30 UTC) |');
-    expect(details).toContain('| last commit | 00:00:00 UTC |');
-    expect(details).toContain('| generation | 1, next start from_floor |');
+    expect(details).toContain('| rate | 0.0 ev/s over the last minute (as of 00:01:30 UTC) |');
+    expect(details).toContain('| last commit | 00:00:00 UTC; generation 1, next start from_floor |');
   });
 
   it('a progress reading refreshes position, head, lag and rate between leases; an older one is ignored', () => {
@@ -171,21 +170,21 @@ describe('ConsumerState', () => {
     state.noteReading({ position: 1_300, head: 1_604, at: '2026-01-01T00:00:20.000Z' });
     state.noteReading({ position: 1_200, head: 1_550, at: '2026-01-01T00:00:10.000Z' });
     const details = state.details(T0 + 20_000);
-    expect(details).toContain('| position / head / lag | 1,300 / 1,604 / 304 (as of 00:00:20 UTC) |');
-    expect(details).toContain('| rate, last minute | 15.0 ev/s');
+    expect(details).toContain('| position | 1,300, head 1,604, lag 304 (as of 00:00:20 UTC) |');
+    expect(details).toContain('| rate | 15.0 ev/s over the last minute');
     // The reading and its rate window survive continue-as-new.
     const next = new ConsumerState({ ...input, carried: state.carried() });
     expect(next.details(T0 + 20_000)).toBe(details);
     // Paused, the head is the last one seen, labelled with its time, and the rate is 0.
     next.stopFor('paused', 'paused by ops: upgrade', '2026-01-01T00:00:30.000Z');
-    expect(next.details(T0 + 30_000)).toContain('| position / head / lag | 1,300 / 1,604 / 304 (as of 00:00:20 UTC) |');
-    expect(next.details(T0 + 30_000)).toContain('| rate, last minute | 0.0 ev/s');
+    expect(next.details(T0 + 30_000)).toContain('| position | 1,300, head 1,604, lag 304 (as of 00:00:20 UTC) |');
+    expect(next.details(T0 + 30_000)).toContain('| rate | 0.0 ev/s over the last minute');
   });
 
   it('Current Details never shows the head behind a position committed past the last hello', () => {
     const state = new ConsumerState(input);
     state.adopt(outcome('lease_expired', 60, { lastHeadPosition: 52, lastCommitAt: '2026-01-01T00:00:00.000Z' }), T0);
-    expect(state.details(T0 + 1_000)).toContain('| position / head / lag | 60 / 60 / 0 (as of 00:00:00 UTC) |');
+    expect(state.details(T0 + 1_000)).toContain('| position | 60, head 60, lag 0 (as of 00:00:00 UTC) |');
   });
 });
 

@@ -244,7 +244,7 @@ export class ConsumerState {
       `| position | ${f.position}, head ${f.head}, lag ${f.lag} (${f.asOf}) |`,
       `| rate | ${f.rate} over the last minute (as of ${formatTime(new Date(nowMs).toISOString())}) |`,
       `| last commit | ${c.lastCommitAt === null ? 'none yet' : formatTime(c.lastCommitAt)}; generation ${this.committed?.generation ?? 'none'}${rebind}, next start ${this.start.mode} |`,
-      `| totals | ${formatCount(this.runs)} runs, ${formatCount(c.eventsApplied)} events, ${formatCount(c.duplicates)} duplicates (as of ${formatTime(this.countersAt)}) |`,
+      `| totals | ${formatCount(this.runs)} runs, ${formatCount(c.eventsApplied)} events, ${formatCount(c.duplicates)} duplicates (${this.countersAt === null ? 'no lease ended yet' : `as of ${formatTime(this.countersAt)}`}) |`,
     );
     // The Temporal UI (2.42) sizes the panel about 26 px short of its content: let that be an empty line.
     lines.push('', '&nbsp;');

@@ -5,6 +5,7 @@
 import { backoffDelay, type Backoff } from '../protocol/backoff.js';
 import { filterHash } from '../protocol/canonical.js';
 import type { StartRequest, StreamFilter } from '../protocol/codec.js';
+import { progressReading, type ProgressReading } from '../protocol/progress.js';
 import { Session } from '../protocol/session.js';
 import { SessionFence } from '../protocol/session-fence.js';
 import type { StagingLimits } from '../protocol/staging.js';
@@ -67,6 +68,8 @@ export interface ConsumeStreamDeps {
 
 export interface ConsumeStreamContext {
   heartbeat(details: StreamHeartbeat): void;
+  /** Offered every reading the run heartbeats; passes some on to the workflow (activities/progress-reporter.ts). */
+  report?(reading: ProgressReading): void;
   signal: AbortSignal;
 }
 
@@ -277,13 +280,16 @@ class StreamRun {
 
   #heartbeat(): void {
     const s = this.#state;
+    const reading = progressReading(s.position, this.#counters.lastHeadPosition, Date.now());
     this.ctx.heartbeat({
       position: s.position,
       version: s.version,
       generation: s.generation,
-      headPosition: this.#counters.lastHeadPosition,
+      headPosition: reading.head,
+      at: reading.at,
       counters: { ...this.#counters },
     });
+    this.ctx.report?.(reading);
   }
 
   /** A transport error carries the committed checkpoint, so the workflow can tell whether the run made progress. */

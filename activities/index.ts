@@ -36,6 +36,7 @@ import {
   type ConsumeStreamDeps,
   type ConsumeStreamLog,
 } from './consume-stream.js';
+import { workflowProgressReporter } from './progress-reporter.js';
 import { DatabaseBehind, LeaseLost, StreamTransportError } from './stream-errors.js';
 import {
   AWAITING_DECISION_REASONS,
@@ -268,6 +269,7 @@ export function createActivities(deps: ActivityDeps) {
       const outcome = await guarded(() =>
         runConsumeStream(streamDeps, input, {
           heartbeat: (details) => ctx.heartbeat(details),
+          report: workflowProgressReporter(log),
           signal: ctx.cancellationSignal,
         }),
       );

@@ -182,6 +182,8 @@ export class StreamConnection {
       });
     }
     if (frame.type === 'hello') this.run.counters.lastHeadPosition = frame.history.head;
+    if (frame.type === 'batch')
+      this.run.counters.lastHeadPosition = Math.max(frame.position, this.run.counters.lastHeadPosition ?? 0);
     if (frame.type === 'hello' || frame.type === 'batch')
       this.deps.metrics?.headSeen(this.run.consumerId, frame.type === 'hello' ? frame.history.head : frame.position);
     const actions = session.receive(frame);

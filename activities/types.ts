@@ -42,6 +42,7 @@ export interface StreamCounters {
   eventsApplied: number;
   duplicates: number;
   acksSent: number;
+  /** The latest head seen: the hello's, or a newer batch position (a live batch is at the head). */
   lastHeadPosition: number | null;
   lastCommitAt: string | null;
 }
@@ -59,12 +60,21 @@ export function emptyCounters(): StreamCounters {
   };
 }
 
+/**
+ * The signal the streaming run sends its workflow with a ProgressReading (activities/progress-reporter.ts); the
+ * workflow's handler is PROGRESS_SIGNAL in workflows/definitions.ts.
+ */
+export const PROGRESS_SIGNAL_NAME = 'progress';
+
 /** Small heartbeat details: never a batch, never a token body larger than needed, never the key. */
 export interface StreamHeartbeat {
   position: number | null;
   version: number;
   generation: number | null;
+  /** The latest head seen, never behind `position`. */
   headPosition: number | null;
+  /** When this heartbeat was taken (ISO): what `status` labels its figures with. */
+  at: string;
   counters: StreamCounters;
 }
 

@@ -107,7 +107,7 @@ export async function showStatus(
     };
     io.out(JSON.stringify({ ...report, database, totals: totalCounters(report) }, null, 2));
   } else {
-    io.out(formatStatus(report));
+    io.out(formatStatus(report, Date.now()));
   }
 }
 

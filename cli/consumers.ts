@@ -12,7 +12,8 @@ import { optionalTsToMs } from '@temporalio/common/lib/time.js';
 import type pg from 'pg';
 import type { StreamCounters, StreamHeartbeat } from '../activities/types.js';
 import { consumerSummary, type ConsumerSummary } from '../db/index.js';
-import { headAndLagAt } from '../protocol/progress.js';
+import { isProgressReading, latestReading, RateWindow, type ProgressReading } from '../protocol/progress.js';
+import { RUNNING_PHASES } from '../workflows/consumer-state.js';
 import { connectClient, TemporalConnectError } from '../worker/temporal-connection.js';
 import { backfillWorkflowId, consumerWorkflowId, statusQuery, type ConsumerStatus } from '../workflows/definitions.js';
 import type { CliConfig } from './config.js';
@@ -238,14 +239,33 @@ export function totalCounters(report: ConsumerReport): StreamCounters | null {
   };
 }
 
-/** Head and lag as the freshest source knows them: the heartbeat, else the workflow's counters. */
-export function headAndLag(report: ConsumerReport): {
-  position: number | null;
-  head: number | null;
-  lag: number | null;
-} {
-  const position =
-    report.database?.state.position ?? report.heartbeat?.position ?? report.status?.committed?.position ?? null;
-  const lastHead = report.heartbeat?.headPosition ?? report.status?.counters.lastHeadPosition ?? null;
-  return { position, ...headAndLagAt(position, lastHead) };
+export interface ConsumerProgress {
+  /** The freshest reading: the running lease's heartbeat, else the workflow's last progress signal or lease end. */
+  reading: ProgressReading | null;
+  source: 'heartbeat' | 'workflow' | null;
+  /** Positions per second over the last minute; 0 when the workflow is in no running phase. */
+  rate: number | null;
+}
+
+/**
+ * Progress as `status` and the main job's progress line both show it: the same reading and the same rate window
+ * the workflow's Current Details uses, brought up to date by the heartbeat when a lease runs.
+ */
+export function consumerProgress(
+  sources: Pick<ConsumerReport, 'heartbeat' | 'status'>,
+  nowMs: number,
+): ConsumerProgress {
+  const { heartbeat, status } = sources;
+  const beat: unknown = heartbeat && { position: heartbeat.position, head: heartbeat.headPosition, at: heartbeat.at };
+  const fromHeartbeat = isProgressReading(beat) ? beat : null;
+  const fromWorkflow = status?.progress ?? null;
+  const reading = latestReading(fromWorkflow, fromHeartbeat);
+  const window = new RateWindow(undefined, status?.progressSamples ?? []);
+  window.addReading(fromHeartbeat);
+  const running = status === null || RUNNING_PHASES.includes(status.phase);
+  return {
+    reading,
+    source: reading === null ? null : reading === fromHeartbeat ? 'heartbeat' : 'workflow',
+    rate: running ? window.rate(nowMs) : 0,
+  };
 }

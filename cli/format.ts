@@ -1,5 +1,7 @@
-// Text renderings for operators. JSON output (--json) is the data itself; these are for eyes.
-import { headAndLag, totalCounters, type ConsumerReport } from './consumers.js';
+// Text renderings for operators. JSON output (--json) is the data itself; these are for eyes. Counts and progress
+// use protocol/progress.ts's formats, as the main job's progress line and the workflow's Current Details do.
+import { formatCount, formatProgress } from '../protocol/progress.js';
+import { consumerProgress, totalCounters, type ConsumerReport } from './consumers.js';
 
 const dash = '-';
 const show = (value: string | number | null | undefined): string =>
@@ -12,8 +14,13 @@ export function groupDecimal(decimal: string): string {
   return fraction === undefined ? grouped : `${grouped}.${fraction}`;
 }
 
-export function formatStatus(report: ConsumerReport): string {
-  const { position, head, lag } = headAndLag(report);
+const SOURCES = {
+  heartbeat: " (the running lease's heartbeat)",
+  workflow: " (the workflow's last reading; no lease heartbeats now)",
+};
+
+export function formatStatus(report: ConsumerReport, nowMs: number): string {
+  const { reading, source, rate } = consumerProgress(report, nowMs);
   const status = report.status;
   const db = report.database;
   const rows: [string, string][] = [];
@@ -24,15 +31,19 @@ export function formatStatus(report: ConsumerReport): string {
       : 'none',
   ]);
   rows.push(['phase', status ? status.phase : report.statusError ? `unknown: ${report.statusError}` : dash]);
-  rows.push(['position', `${show(position)}   head ${show(head)}   lag ${show(lag)}`]);
+  rows.push(['progress', `${formatProgress(reading, rate)}${source ? SOURCES[source] : ''}`]);
+  if (db) rows.push(['committed', `position ${formatCount(db.state.position)} (the database, read now)`]);
   rows.push([
     'generation',
     `${show(db?.state.generation ?? status?.committed?.generation)}   version ${show(db?.state.version ?? status?.committed?.version)}`,
   ]);
   if (db) {
-    rows.push(['executions', `${db.executions}   markets ${db.markets}   volume ${groupDecimal(db.totalVolume)} USD`]);
-    rows.push(['quarantine', `${db.heldQuarantine} held`]);
-    rows.push(['outbox', `${db.pendingOutbox} pending`]);
+    rows.push([
+      'executions',
+      `${formatCount(db.executions)}   markets ${formatCount(db.markets)}   volume ${groupDecimal(db.totalVolume)} USD`,
+    ]);
+    rows.push(['quarantine', `${formatCount(db.heldQuarantine)} held`]);
+    rows.push(['outbox', `${formatCount(db.pendingOutbox)} pending`]);
     if (db.state.pendingStart) rows.push(['pending start', db.state.pendingStart]);
     if (db.state.abandoned) rows.push(['abandoned', 'yes']);
     const d = db.lastDecision;
@@ -44,10 +55,21 @@ export function formatStatus(report: ConsumerReport): string {
     ]);
   }
   if (status) {
+    // The workflow's totals end at the last lease; the running lease's heartbeat counts since it began.
     const c = totalCounters(report) ?? status.counters;
+    const total = (
+      label: string,
+      key: 'sessions' | 'checkpointsCommitted' | 'eventsApplied' | 'duplicates' | 'acksSent',
+    ) => `${label} ${formatCount(c[key])}`;
     rows.push([
       'counters',
-      `sessions ${c.sessions}   checkpoints ${c.checkpointsCommitted}   applied ${c.eventsApplied}   duplicates ${c.duplicates}   acks ${c.acksSent}`,
+      [
+        total('sessions', 'sessions'),
+        total('checkpoints', 'checkpointsCommitted'),
+        total('applied', 'eventsApplied'),
+        total('duplicates', 'duplicates'),
+        total('acks', 'acksSent'),
+      ].join('   '),
     ]);
     rows.push(['filter', JSON.stringify(status.filter)]);
     if (status.stop) {

@@ -8,17 +8,18 @@ import { join, resolve } from 'node:path';
 import type pg from 'pg';
 import { consumerSummary, type ConsumerSummary } from '../db/index.js';
 import { ConfigError, loadConfig, type WorkerConfig } from '../worker/config.js';
-import { startDevStack, stopInReverse, type DevStack, type NamedStop, type StreamSource } from '../worker/dev-stack.js';
+import { startDevStack, stopInReverse, type DevStack, type NamedStop } from '../worker/dev-stack.js';
 import { JsonLogger } from '../worker/logger.js';
 import { installRuntimeWithTelemetry, startWorkerRuntime, type WorkerRuntime } from '../worker/main.js';
 import { onShutdownSignal } from '../worker/shutdown-signal.js';
 import { loadTemporalSettings, TemporalSettingsError } from '../worker/temporal-connection.js';
-import { headAndLagAt } from '../protocol/progress.js';
+import { formatCount, formatProgress } from '../protocol/progress.js';
 import { consumerWorkflowId, statusQuery, type ConsumerStatus } from '../workflows/definitions.js';
 import type { CliCommand } from './args.js';
 import { startConsumer, type CommandIo } from './commands.js';
 import {
   connectTemporal,
+  consumerProgress,
   findConsumer,
   streamHeartbeat,
   withAnswerTimeout,
@@ -32,8 +33,6 @@ type RunCommand = Extract<CliCommand, { command: 'run' }>;
 export interface RunIo extends CommandIo {
   err(text: string): void;
 }
-
-const RATE_WINDOW_MS = 10_000;
 
 export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: RunIo): Promise<number> {
   const dataDir = resolve(cmd.dataDir);
@@ -117,7 +116,6 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
       session,
       pool: stack.pool,
       cmd,
-      stream: stack.stream,
       io,
       until: shutdownRequested,
       lastSeen,
@@ -215,32 +213,10 @@ interface ProgressOptions {
   session: TemporalSession;
   pool: pg.Pool;
   cmd: RunCommand;
-  stream: StreamSource;
   io: RunIo;
   until: Promise<void>;
   /** Updated with every sample, for the goodbye line. */
   lastSeen: LastSeen;
-}
-
-/**
- * Events applied per second over a sliding window. The heartbeat counter restarts with each lease and only
- * moves every heartbeat, so single-interval deltas would jump between 0 and double.
- */
-class RateMeter {
-  private lastCounter: number | null = null;
-  private total = 0;
-  private readonly window: { at: number; total: number }[] = [];
-
-  constructor(private readonly windowMs: number) {}
-
-  record(at: number, counter: number): number | null {
-    if (this.lastCounter !== null) this.total += counter >= this.lastCounter ? counter - this.lastCounter : counter;
-    this.lastCounter = counter;
-    this.window.push({ at, total: this.total });
-    while (this.window.length > 2 && at - this.window[0]!.at > this.windowMs) this.window.shift();
-    const first = this.window[0]!;
-    return at > first.at ? ((this.total - first.total) * 1000) / (at - first.at) : null;
-  }
 }
 
 interface ProgressLine {
@@ -249,19 +225,16 @@ interface ProgressLine {
   stop: string | null;
 }
 
-async function showProgress({ session, pool, cmd, stream, io, until, lastSeen }: ProgressOptions): Promise<void> {
+async function showProgress({ session, pool, cmd, io, until, lastSeen }: ProgressOptions): Promise<void> {
   let stopped = false;
   void until.then(() => (stopped = true));
-  const meter = new RateMeter(RATE_WINDOW_MS);
   let lastStop: string | null = null;
   const tty = process.stdout.isTTY === true;
   while (!stopped) {
-    const line: ProgressLine = await progressLine(session, pool, cmd, stream, meter, lastSeen).catch(
-      (error: unknown) => ({
-        text: `progress unavailable: ${error instanceof Error ? error.message : String(error)}`,
-        stop: null,
-      }),
-    );
+    const line: ProgressLine = await progressLine(session, pool, cmd, lastSeen).catch((error: unknown) => ({
+      text: `progress unavailable: ${error instanceof Error ? error.message : String(error)}`,
+      stop: null,
+    }));
     if (line.stop && line.stop !== lastStop) io.out(`${tty ? '\n' : ''}${line.stop}`);
     lastStop = line.stop;
     if (tty) process.stdout.write(`\r\x1b[K${line.text}`);
@@ -275,8 +248,6 @@ async function progressLine(
   session: TemporalSession,
   pool: pg.Pool,
   cmd: RunCommand,
-  stream: StreamSource,
-  meter: RateMeter,
   lastSeen: LastSeen,
 ): Promise<ProgressLine> {
   const workflow = await findConsumer(session, cmd.consumerId);
@@ -289,20 +260,14 @@ async function progressLine(
   ]);
   if (summary) lastSeen.summary = summary;
   const now = Date.now();
-  const position = summary?.state.position ?? null;
-  const { head, lag } = headAndLagAt(
-    position,
-    stream.journal?.head ?? heartbeat?.headPosition ?? status?.counters.lastHeadPosition ?? null,
-  );
-  const rate = meter.record(now, heartbeat?.counters.eventsApplied ?? status?.counters.eventsApplied ?? 0);
+  // The same reading, rate window and formats as `status` and the workflow's Current Details.
+  const { reading, rate } = consumerProgress({ heartbeat, status }, now);
   const text = [
     new Date(now).toISOString().slice(11, 19),
     (status?.phase ?? workflow.description.status.name.toLowerCase()).padEnd(12),
-    `position ${fmt(position)} / head ${fmt(head)}`,
-    `lag ${fmt(lag)}`,
-    `${rate === null ? '-' : rate.toFixed(1)} ev/s`,
-    `gen ${fmt(summary?.state.generation ?? null)}`,
-    `v${fmt(summary?.state.version ?? null)}`,
+    formatProgress(reading, rate),
+    `gen ${formatCount(summary?.state.generation ?? null)}`,
+    `v${formatCount(summary?.state.version ?? null)}`,
     ...effects(summary),
   ].join('  ');
   const stop = status?.stop
@@ -314,12 +279,8 @@ async function progressLine(
 function effects(summary: ConsumerSummary | null): string[] {
   if (!summary) return ['no checkpoint yet'];
   return [
-    `executions ${fmt(summary.executions)}`,
+    `executions ${formatCount(summary.executions)}`,
     `volume ${groupDecimal(summary.totalVolume.replace(/(\.\d{2})\d+$/, '$1'))} USD`,
-    ...(summary.heldQuarantine > 0 ? [`held ${summary.heldQuarantine}`] : []),
+    ...(summary.heldQuarantine > 0 ? [`held ${formatCount(summary.heldQuarantine)}`] : []),
   ];
-}
-
-function fmt(value: number | null): string {
-  return value === null ? '-' : value.toLocaleString('en-US');
 }

@@ -41,11 +41,23 @@ async function run(command: string[], env: NodeJS.ProcessEnv): Promise<number> {
   }
 }
 
+/** Where the tests' database is, for one line before they run: host:port/db, never the user or password. */
+function describeDatabase(url: string, origin: string): string {
+  try {
+    const parsed = new URL(url);
+    return `with-postgres: tests use Postgres at ${parsed.hostname}:${parsed.port || '5432'}${parsed.pathname} (${origin})\n`;
+  } catch {
+    return `with-postgres: tests use the Postgres in DATABASE_URL (${origin}; not a URL, so not shown)\n`;
+  }
+}
+
 const command = process.argv.slice(2);
 let exitCode: number;
 if (process.env.DATABASE_URL) {
+  process.stderr.write(describeDatabase(process.env.DATABASE_URL, 'from DATABASE_URL'));
   exitCode = await run(command, process.env);
 } else if (await reachable(DEFAULT_TEST_DATABASE_URL)) {
+  process.stderr.write(describeDatabase(DEFAULT_TEST_DATABASE_URL, 'the default; DATABASE_URL is not set'));
   exitCode = await run(command, { ...process.env, DATABASE_URL: DEFAULT_TEST_DATABASE_URL });
 } else {
   process.stderr.write(`with-postgres: nothing answers at 127.0.0.1:5432; starting the embedded Postgres (.data/pg)\n`);
@@ -53,6 +65,7 @@ if (process.env.DATABASE_URL) {
     dataDir: resolve(dirname(fileURLToPath(import.meta.url)), '../.data/pg'),
     database: 'test',
   });
+  process.stderr.write(describeDatabase(embedded.databaseUrl, 'embedded, data in .data/pg'));
   try {
     exitCode = await run(command, { ...process.env, DATABASE_URL: embedded.databaseUrl });
   } finally {

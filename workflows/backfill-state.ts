@@ -1,8 +1,8 @@
 // The backfill workflow's state as a plain class: what the workflow drives, what survives continue-as-new, what
 // the status query answers and what Current Details shows. Pure (no Temporal APIs); the workflow supplies the clock.
 import type { PageOutcome } from '../activities/page-consumer.js';
-import { resolveGapCommand, resolveQuarantineCommand, resumeCommand } from './commands.js';
-import { formatDuration } from './consumer-state.js';
+import { formatTime } from '../protocol/progress.js';
+import { resolveGapCommand, resolveQuarantineCommand, resumeCommand, wrapShellCommand } from './commands.js';
 import type {
   BackfillCarriedState,
   BackfillCounters,
@@ -119,31 +119,36 @@ export class BackfillState {
     };
   }
 
-  /** Markdown for the Temporal UI's Current Details: how far the backfill is and, when stopped, what to run. */
-  details(nowMs: number, lastRunAt: string | null): string {
+  /**
+   * Markdown for the Temporal UI's Current Details: when stopped, why and what to run first (wrapped to the panel's
+   * width); then how far the backfill is, as of its last run.
+   */
+  details(lastRunAt: string | null): string {
     const p = this.progress;
     const c = this.counters;
-    const sinceRun =
-      lastRunAt === null ? 'no run finished yet' : `${formatDuration(nowMs - Date.parse(lastRunAt))} ago`;
-    const lines = [
-      `## Backfill \`${this.consumerId}\`: ${this.phase}`,
+    const lines = [`## Backfill \`${this.consumerId}\`: ${this.phase}`];
+    if (this.stop !== null) {
+      lines.push('', `**Waiting since ${formatTime(this.stop.since)}:** ${this.stop.reason}`);
+      if (this.stop.resolveWith !== '') {
+        const commands = this.stop.resolveWith.split('\n').map((command) => wrapShellCommand(command));
+        lines.push('', '```sh', commands.join('\n'), '```');
+      }
+    }
+    if (this.ending !== null) lines.push('', `Ended: ${this.ending}`);
+    if (this.lastError !== null) lines.push('', `Last error: ${this.lastError}`);
+    lines.push(
       '',
       '| | |',
       '| --- | --- |',
       `| applied position | ${p ? `${p.appliedPosition} (version ${p.version})` : 'no run finished yet'} |`,
       `| resume cursor | ${p?.resumeCursor ? 'saved' : 'none: the next page is at the retention floor'} |`,
-      `| last run | ${sinceRun} |`,
+      `| last run ended | ${lastRunAt === null ? 'no run finished yet' : formatTime(lastRunAt)} |`,
       `| runs | ${this.runs} (requests ${c.requests}, pages ${c.pages}, chunks ${c.chunks}) |`,
       `| events | new ${c.applied}, recognised ${c.recognised}, duplicates ${c.duplicates}, no effect ${c.noEffect}, quarantined ${c.quarantined} |`,
       `| then | ${this.thenStream ? `live stream consumer (subscription ${this.thenStream.subscriptionId})` : 'stop at the head'} |`,
-    ];
-    if (this.ending !== null) lines.push('', `Ended: ${this.ending}`);
-    if (this.lastError !== null) lines.push('', `Last error: ${this.lastError}`);
-    if (this.stop !== null) {
-      lines.push('', `**Stopped since ${this.stop.since}:** ${this.stop.reason}`);
-      if (this.stop.resolveWith !== '')
-        lines.push('', 'Resolve with one of:', '', '```sh', this.stop.resolveWith, '```');
-    }
+    );
+    // The Temporal UI (2.42) sizes the panel about 26 px short of its content: let that be an empty line.
+    lines.push('', '&nbsp;');
     return lines.join('\n');
   }
 }

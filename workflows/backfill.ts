@@ -45,7 +45,7 @@ export async function backfillWorkflow(input: BackfillWorkflowInput): Promise<Ba
       upsertSearchAttributes([{ key: phaseSearchAttribute, value: state.phase }]);
       publishedPhase = state.phase;
     }
-    setCurrentDetails(state.details(Date.now(), steps.lastRunAt));
+    setCurrentDetails(state.details(steps.lastRunAt));
   };
   const inbox = new BackfillInbox(state, {
     interruptRun: () => steps.interruptRun(),

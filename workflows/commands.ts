@@ -39,3 +39,57 @@ export function resolveQuarantineCommand(consumerId: string, decision: Quarantin
 export function resumeCommand(consumerId: string): string {
   return command('resume', consumerId, null);
 }
+
+/** Code lines the Temporal UI's Current Details panel shows without scrolling sideways (README, docs/ui). */
+export const DETAILS_CODE_WIDTH = 73;
+
+/**
+ * Wraps one command into lines of at most `width` characters that still paste as one command: each line but the
+ * last ends in ` \` and the next is indented. A flag stays with its value; a word longer than a line stays whole.
+ */
+export function wrapShellCommand(command: string, width: number = DETAILS_CODE_WIDTH): string {
+  const words = shellWords(command);
+  const units: string[] = [];
+  for (let i = 0; i < words.length; i += 1) {
+    const word = words[i]!;
+    const next = words[i + 1];
+    if (word.startsWith('--') && next !== undefined && !next.startsWith('--')) {
+      units.push(`${word} ${next}`);
+      i += 1;
+    } else units.push(word);
+  }
+  const lines: string[] = [];
+  let line = '';
+  for (const unit of units) {
+    const indent = lines.length === 0 ? '' : '  ';
+    // Room for the " \" that continues the line.
+    if (line !== '' && indent.length + line.length + 1 + unit.length + 2 > width) {
+      lines.push(`${indent}${line} \\`);
+      line = unit;
+    } else line = line === '' ? unit : `${line} ${unit}`;
+  }
+  lines.push(`${lines.length === 0 ? '' : '  '}${line}`);
+  return lines.join('\n');
+}
+
+/** Splits a command at the spaces outside quotes (the commands above quote with '…', "…" and \'). */
+function shellWords(command: string): string[] {
+  const words: string[] = [];
+  let word = '';
+  let quote: "'" | '"' | null = null;
+  let escaped = false;
+  for (const char of command) {
+    if (quote === null && !escaped && char === ' ') {
+      if (word !== '') words.push(word);
+      word = '';
+      continue;
+    }
+    word += char;
+    if (escaped) escaped = false;
+    else if (char === '\\' && quote !== "'") escaped = true;
+    else if (quote === null && (char === "'" || char === '"')) quote = char;
+    else if (char === quote) quote = null;
+  }
+  if (word !== '') words.push(word);
+  return words;
+}

@@ -5,9 +5,23 @@ import type { CommittedView } from '../activities/index.js';
 import type { ConsumeOutcome, CheckpointSummary, StartDirective, StreamCounters } from '../activities/types.js';
 import { emptyCounters } from '../activities/types.js';
 import type { StreamFilter } from '../protocol/codec.js';
-import { headAndLagAt } from '../protocol/progress.js';
+import {
+  formatCount,
+  formatTime,
+  latestReading,
+  progressFigures,
+  progressReading,
+  RateWindow,
+  type ProgressReading,
+} from '../protocol/progress.js';
 import { movedForward } from './run-failure.js';
-import { resolveBindingCommand, resolveGapCommand, resolveQuarantineCommand, resumeCommand } from './commands.js';
+import {
+  resolveBindingCommand,
+  resolveGapCommand,
+  resolveQuarantineCommand,
+  resumeCommand,
+  wrapShellCommand,
+} from './commands.js';
 import type {
   ConsumerCarriedState,
   ConsumerPhase,
@@ -37,6 +51,11 @@ export class ConsumerState {
   backoffRounds: number;
   faultsWithoutProgress: number;
   progressBase: number | null;
+  /** The latest reading of position and head (a progress signal or a lease's end). */
+  progress: ProgressReading | null;
+  readonly rate: RateWindow;
+  /** When the counters were last adopted (a lease's end), for the label Current Details gives them. */
+  countersAt: string | null;
 
   constructor(input: ConsumerWorkflowInput) {
     const carried = input.carried;
@@ -57,6 +76,20 @@ export class ConsumerState {
     this.backoffRounds = carried?.backoffRounds ?? 0;
     this.faultsWithoutProgress = carried?.faultsWithoutProgress ?? 0;
     this.progressBase = carried?.progressBase ?? null;
+    this.progress = carried?.progress ?? null;
+    this.rate = new RateWindow(undefined, carried?.progressSamples ?? []);
+    this.countersAt = carried?.countersAt ?? null;
+  }
+
+  /** A reading from the streaming run (or a lease's end); an older one than the one held is ignored. */
+  noteReading(reading: ProgressReading): void {
+    this.progress = latestReading(this.progress, reading);
+    this.rate.addReading(reading);
+  }
+
+  /** Positions per second over the last minute; 0 outside the running phases, where nothing is consumed. */
+  rateAt(nowMs: number): number | null {
+    return RUNNING_PHASES.includes(this.phase) ? this.rate.rate(nowMs) : 0;
   }
 
   /** An error an operator should see, with when it happened (workflow time), until a run succeeds. */
@@ -98,8 +131,12 @@ export class ConsumerState {
   }
 
   /** Takes the run's outcome: the committed summary is the database's word and replaces the copy. */
-  adopt(outcome: ConsumeOutcome): void {
+  adopt(outcome: ConsumeOutcome, nowMs: number): void {
     this.committed = outcome.committed;
+    this.countersAt = new Date(nowMs).toISOString();
+    // The run's last word on position and head; a run that saw no hello keeps the head seen before.
+    const head = outcome.counters.lastHeadPosition ?? this.progress?.head ?? this.counters.lastHeadPosition;
+    this.noteReading(progressReading(outcome.committed.position, head, nowMs));
     this.runs += 1;
     this.backoffRounds = 0;
     this.addCounters(outcome.counters);
@@ -196,6 +233,9 @@ export class ConsumerState {
       backoffRounds: this.backoffRounds,
       faultsWithoutProgress: this.faultsWithoutProgress,
       progressBase: this.progressBase,
+      progress: this.progress,
+      progressSamples: this.rate.samples(),
+      countersAt: this.countersAt,
     };
   }
 
@@ -203,41 +243,41 @@ export class ConsumerState {
     return { ...this.carried(), consumerId: this.consumerId, subscriptionId: this.subscriptionId, filter: this.filter };
   }
 
-  /** Markdown for the Temporal UI's Current Details: where the consumer is and, when stopped, what to run. */
+  /**
+   * Markdown for the Temporal UI's Current Details. What to do comes first (why the consumer waits and the exact
+   * commands, wrapped to the panel's width), then where it is, every figure labelled with when it was taken: the
+   * panel is rewritten at each progress signal (at most every 20 s while streaming) and at each phase change.
+   */
   details(nowMs: number): string {
-    const position = this.committed?.position ?? null;
-    const { head, lag } = headAndLagAt(position, this.counters.lastHeadPosition);
-    const lastCommitMs = this.counters.lastCommitAt === null ? NaN : Date.parse(this.counters.lastCommitAt);
-    const tokenAge = Number.isNaN(lastCommitMs)
-      ? 'no commit yet'
-      : `${formatDuration(nowMs - lastCommitMs)} (last commit ${this.counters.lastCommitAt})`;
-    const lines = [
-      `## Consumer \`${this.consumerId}\`: ${this.phase}`,
+    const lines = [`## Consumer \`${this.consumerId}\`: ${this.phase}`];
+    if (this.stop !== null) {
+      lines.push('', `**Waiting since ${formatTime(this.stop.since)}:** ${this.stop.reason}`);
+      if (this.stop.resolveWith !== '') {
+        const commands = this.stop.resolveWith.split('\n').map((command) => wrapShellCommand(command));
+        lines.push('', '```sh', commands.join('\n'), '```');
+      }
+    }
+    if (this.lastError !== null) {
+      lines.push(
+        '',
+        `Last error (${this.lastErrorAt === null ? 'time unknown' : formatTime(this.lastErrorAt)}): ${this.lastError}`,
+      );
+    }
+    const f = progressFigures(this.progress, this.rateAt(nowMs));
+    const c = this.counters;
+    const rebind = this.pendingRebind ? ` (rebind requested by ${this.pendingRebind.requestedBy})` : '';
+    // One line per row: the panel's height is fixed, and what does not fit is cut off at its bottom.
+    lines.push(
       '',
       '| | |',
       '| --- | --- |',
-      `| position | ${position ?? 'none committed'}${this.committed ? ` (version ${this.committed.version})` : ''} |`,
-      `| head / lag | ${head ?? 'unknown'} / ${lag ?? 'unknown'} |`,
-      `| token age | ${tokenAge} |`,
-      `| generation | ${this.committed?.generation ?? 'none'}${this.pendingRebind ? ` (rebind requested by ${this.pendingRebind.requestedBy})` : ''} |`,
-      `| next start | ${this.start.mode} |`,
-      `| runs | ${this.runs} (sessions ${this.counters.sessions}, checkpoints ${this.counters.checkpointsCommitted}, events ${this.counters.eventsApplied}, duplicates ${this.counters.duplicates}, ACKs ${this.counters.acksSent}) |`,
-    ];
-    if (this.lastError !== null)
-      lines.push('', `Last error (${this.lastErrorAt ?? 'time unknown'}): ${this.lastError}`);
-    if (this.stop !== null) {
-      lines.push('', `**Stopped since ${this.stop.since}:** ${this.stop.reason}`);
-      if (this.stop.resolveWith !== '')
-        lines.push('', 'Resolve with one of:', '', '```sh', this.stop.resolveWith, '```');
-    }
+      `| position | ${f.position}, head ${f.head}, lag ${f.lag} (${f.asOf}) |`,
+      `| rate | ${f.rate} over the last minute (as of ${formatTime(new Date(nowMs).toISOString())}) |`,
+      `| last commit | ${c.lastCommitAt === null ? 'none yet' : formatTime(c.lastCommitAt)}; generation ${this.committed?.generation ?? 'none'}${rebind}, next start ${this.start.mode} |`,
+      `| totals | ${formatCount(this.runs)} runs, ${formatCount(c.eventsApplied)} events, ${formatCount(c.duplicates)} duplicates (${this.countersAt === null ? 'no lease ended yet' : `as of ${formatTime(this.countersAt)}`}) |`,
+    );
+    // The Temporal UI (2.42) sizes the panel about 26 px short of its content: let that be an empty line.
+    lines.push('', '&nbsp;');
     return lines.join('\n');
   }
-}
-
-export function formatDuration(ms: number): string {
-  const seconds = Math.max(0, Math.round(ms / 1000));
-  if (seconds < 120) return `${seconds} s`;
-  const minutes = Math.round(seconds / 60);
-  if (minutes < 120) return `${minutes} min`;
-  return `${Math.round(minutes / 60)} h`;
 }

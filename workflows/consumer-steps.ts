@@ -138,7 +138,7 @@ export class ConsumerSteps {
     } finally {
       this.activityScope = null;
     }
-    state.adopt(outcome);
+    state.adopt(outcome, Date.now());
     state.noteProgress();
     state.clearError();
     this.handleOutcome(outcome);

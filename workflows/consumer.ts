@@ -13,6 +13,7 @@ import {
   sleep,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
+import { isProgressReading } from '../protocol/progress.js';
 import { ConsumerInbox } from './consumer-inbox.js';
 import { ConsumerState, RUNNING_PHASES } from './consumer-state.js';
 import { ConsumerSteps, DEFAULT_TUNING } from './consumer-steps.js';
@@ -23,6 +24,7 @@ import {
   kindSearchAttribute,
   pauseSignal,
   phaseSearchAttribute,
+  PROGRESS_SIGNAL,
   rebindRejectedSignal,
   rebindSignal,
   rebindUpdate,
@@ -66,7 +68,7 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
   });
   const steps = new ConsumerSteps({ state, inbox, tuning, leaseMs: input.leaseMs ?? DEFAULT_LEASE_MS, publish });
 
-  setHandlers(state, inbox);
+  setHandlers(state, inbox, publish);
   upsertSearchAttributes([
     { key: consumerIdSearchAttribute, value: id },
     { key: kindSearchAttribute, value: 'stream' },
@@ -116,13 +118,20 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
 }
 
 /** The handlers are thin: the inbox accepts or refuses, the loop takes what was accepted. */
-function setHandlers(state: ConsumerState, inbox: ConsumerInbox): void {
+function setHandlers(state: ConsumerState, inbox: ConsumerInbox, publish: () => void): void {
   const awaitResult = async (ticket: number): Promise<ConsumerStatus> => {
     inbox.expectResult(ticket);
     await condition(() => inbox.hasResult(ticket));
     return inbox.takeResult(ticket);
   };
   setHandler(statusQuery, () => state.status());
+  // The streaming run's reading (at most every 20 s): Current Details stays live between leases.
+  setHandler(PROGRESS_SIGNAL, (reading) => {
+    if (!isProgressReading(reading))
+      return log.warn('ignored a malformed progress signal', { consumerId: state.consumerId });
+    state.noteReading(reading);
+    publish();
+  });
   setHandler(resolveGapSignal, (resolution) => inbox.ignoreInvalid('resolveGap', () => inbox.acceptGap(resolution)));
   setHandler(resolveBindingSignal, (resolution) =>
     inbox.ignoreInvalid('resolveBinding', () => inbox.acceptBinding(resolution)),

@@ -12,6 +12,8 @@ import type {
   StartDirective,
   StreamCounters,
 } from '../activities/types.js';
+import { PROGRESS_SIGNAL_NAME } from '../activities/types.js';
+import type { ProgressReading, RateSample } from '../protocol/progress.js';
 
 export const TASK_QUEUE = 'whalehunt-consumer';
 
@@ -100,6 +102,12 @@ export interface ConsumerCarriedState {
   faultsWithoutProgress?: number;
   /** The committed position when the fault count was last reset: only a position beyond it is progress. */
   progressBase?: number | null;
+  /** The latest progress reading (a progress signal or a lease's end), with the time it was taken. */
+  progress?: ProgressReading | null;
+  /** (time, position) samples of the last minute's readings: the rate shown (protocol/progress.ts RateWindow). */
+  progressSamples?: RateSample[];
+  /** When the counters were last adopted (a lease's end). */
+  countersAt?: string | null;
 }
 
 /** Why the consumer is waiting, and the exact command that resolves it (shown in Current Details). */
@@ -153,6 +161,12 @@ export const resolveGapUpdate = defineUpdate<ConsumerStatus, [GapResolution]>('r
 export const resolveBindingUpdate = defineUpdate<ConsumerStatus, [BindingResolution]>('resolveBindingUpdate');
 export const resolveQuarantineUpdate = defineUpdate<ConsumerStatus, [QuarantineResolution]>('resolveQuarantineUpdate');
 export const rebindUpdate = defineUpdate<ConsumerStatus, [RebindRequest]>('rebindUpdate');
+
+/**
+ * The streaming run's latest reading, at most every 20 s (activities/progress-reporter.ts): keeps Current
+ * Details and the status query live between leases.
+ */
+export const PROGRESS_SIGNAL = defineSignal<[ProgressReading]>(PROGRESS_SIGNAL_NAME);
 
 export const rebindRejectedSignal = defineSignal<[RebindRejection]>('rebindRejected');
 

@@ -68,9 +68,10 @@ describe('reset_required waits for an explicit decision', () => {
       // Current Details (the Temporal UI) names the stop and the exact command that resolves it.
       const metadata = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
       expect(metadata.currentDetails).toContain('## Consumer `gap-1`: awaiting_gap_decision');
-      expect(metadata.currentDetails).toContain('| position | 4 (version');
+      expect(metadata.currentDetails).toMatch(/\| position \| 4, head \d+, lag \d+ \(as of /);
+      // Wrapped to the panel's width as a shell continuation: pasted, it is the same command.
       expect(metadata.currentDetails).toContain(
-        'npx tsx cli/main.ts resolve-gap --consumer gap-1 --decision from_floor --actor "$USER" --reason "<why>"',
+        'npx tsx cli/main.ts resolve-gap --consumer gap-1 --decision from_floor \\\n  --actor "$USER" --reason "<why>"',
       );
 
       // Invalid decisions never reach the workflow's history.

@@ -177,10 +177,18 @@ describe('fencing and continue-as-new', () => {
       );
       await restartWorker(async () => {
         // The ten-minute lease did not hold the shutdown: it completed as `cancelled`, nothing uncommitted was ACKed.
-        const history = await handle.fetchHistory();
-        const completed = history.events!.filter((e) => e.activityTaskCompletedEventAttributes).at(-1)!;
-        const payload = completed.activityTaskCompletedEventAttributes!.result!.payloads![0]!;
-        const outcome = JSON.parse(Buffer.from(payload.data!).toString('utf8')) as ConsumeOutcome;
+        // The server writes an activity's completion once no workflow task is in flight (a progress signal's may
+        // be, as the worker stops): wait for it.
+        const outcome = await waitFor(
+          async () => {
+            const history = await handle.fetchHistory();
+            const completed = history.events!.filter((e) => e.activityTaskCompletedEventAttributes).at(-1)!;
+            const payload = completed.activityTaskCompletedEventAttributes!.result!.payloads![0]!;
+            const last = JSON.parse(Buffer.from(payload.data!).toString('utf8')) as ConsumeOutcome;
+            return last.kind !== 'rebound' && last;
+          },
+          { description: 'the long lease completed in the history', timeoutMs: 30_000 },
+        );
         expect(outcome).toMatchObject({ kind: 'cancelled', committed: { position: 4 } });
         expect(Math.max(...server.acks.filter((a) => a.consumerId === consumerId).map((a) => a.position))).toBe(4);
       });

@@ -1,6 +1,51 @@
 // A vitest setup file of the e2e project: before any test module runs, the process's Temporal Runtime gets a
 // WARN logger. At INFO every worker (and every replay) logs its state changes, hundreds of lines that bury
 // the test results; warnings and errors still show.
-import { DefaultLogger, Runtime } from '@temporalio/worker';
+//
+// One exception: the worker's "Activity failed" warning for the project's typed failures (a lost lease, a
+// stream or database fault, ...), which the fault tests cause on purpose, dozens of stack traces a run. Those are
+// kept in the test's buffer and printed only when the test fails. Any other failure (a TypeError, a plain Error:
+// a bug) still prints at once.
+import { DefaultLogger, Runtime, type LogEntry, type LogMetadata } from '@temporalio/worker';
+import { beforeEach } from 'vitest';
 
-Runtime.install({ logger: new DefaultLogger('WARN') });
+/** The failure types activities/index.ts raises deliberately (toFailure), and the typed errors behind them. */
+const DELIBERATE_FAILURES = new Set([
+  'ConfigError',
+  'DatabaseBehind',
+  'GenerationNotReached',
+  'InvalidDecision',
+  'LeaseLost',
+  'PageSourceUnavailable',
+  'StorageFailure',
+  'StreamTransportError',
+]);
+
+function isDeliberate(message: string, meta: LogMetadata | undefined): boolean {
+  if (message !== 'Activity failed') return false;
+  const error = meta?.error as { name?: unknown; type?: unknown } | undefined;
+  return [error?.type, error?.name].some((name) => typeof name === 'string' && DELIBERATE_FAILURES.has(name));
+}
+
+/** The SDK's own console output (DefaultLogger's default function), for what is printed. */
+class Printer extends DefaultLogger {
+  print(entry: LogEntry): void {
+    this.logFunction(entry);
+  }
+}
+const printer = new Printer('WARN');
+let held: LogEntry[] = [];
+
+Runtime.install({
+  logger: new DefaultLogger('WARN', (entry) => {
+    if (isDeliberate(entry.message, entry.meta)) held.push(entry);
+    else printer.print(entry);
+  }),
+});
+
+beforeEach(({ onTestFailed }) => {
+  held = [];
+  onTestFailed(() => {
+    for (const entry of held) printer.print(entry);
+  });
+});

@@ -51,9 +51,9 @@ describe('BackfillState', () => {
     expect(state.status()).toMatchObject({ kind: 'backfill', phase: 'awaiting_gap_decision' });
     expect(state.stop?.resolveWith).toContain('resolve-gap --consumer bf --decision from_floor');
     expect(state.stop?.resolveWith).not.toContain('live_cut');
-    const details = state.details(Date.parse('2026-01-01T00:01:00.000Z'), null);
+    const details = state.details(null);
     expect(details).toContain('## Backfill `bf`: awaiting_gap_decision');
-    expect(details).toContain('resolve-gap --consumer bf --decision abandon');
+    expect(details).toContain('resolve-gap --consumer bf --decision abandon \\\n');
     state.complete('caught up');
     expect(state.carried()).toMatchObject({ phase: 'completed', stop: null, ending: 'caught up' });
   });

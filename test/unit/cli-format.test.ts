@@ -1,6 +1,6 @@
 // How `status` reads: progress from the freshest source, the database's effects, and the way out of a stop.
 import { describe, expect, it } from 'vitest';
-import { headAndLag, type ConsumerReport } from '../../cli/consumers.js';
+import { consumerProgress, type ConsumerReport } from '../../cli/consumers.js';
 import { formatStatus, groupDecimal } from '../../cli/format.js';
 
 const counters = {
@@ -38,6 +38,11 @@ function report(overrides: Partial<ConsumerReport> = {}): ConsumerReport {
       lastError: null,
       counters,
       runs: 3,
+      progress: { position: 80, head: 90, at: '2026-01-01T00:00:50.000Z' },
+      progressSamples: [
+        { at: Date.parse('2026-01-01T00:00:20.000Z'), position: 50 },
+        { at: Date.parse('2026-01-01T00:00:50.000Z'), position: 80 },
+      ],
     },
     statusError: null,
     heartbeat: null,
@@ -82,20 +87,40 @@ describe('status rendering', () => {
     expect(groupDecimal('0.123456')).toBe('0.123456');
   });
 
-  it('takes the position from the database and never shows a head behind it', () => {
-    expect(headAndLag(report())).toEqual({ position: 80, head: 90, lag: 10 });
-    const live = report({ heartbeat: { position: 95, version: 13, generation: 1, headPosition: 90, counters } });
-    expect(
-      headAndLag({ ...live, database: { ...live.database!, state: { ...live.database!.state, position: 95 } } }),
-    ).toEqual({ position: 95, head: 95, lag: 0 });
+  const now = Date.parse('2026-01-01T00:02:00.000Z');
+
+  it("takes the freshest reading: the running lease's heartbeat, else the workflow's; the head never behind", () => {
+    const waiting = consumerProgress(report(), now);
+    // Waiting for a decision, nothing is consumed: the rate is 0 whatever moved before.
+    expect(waiting).toEqual({ reading: report().status!.progress, source: 'workflow', rate: 0 });
+    const streaming = report({
+      status: { ...report().status!, phase: 'streaming', stop: null },
+      heartbeat: {
+        position: 95,
+        version: 13,
+        generation: 1,
+        headPosition: 95,
+        at: '2026-01-01T00:01:50.000Z',
+        counters,
+      },
+    });
+    const live = consumerProgress(streaming, now);
+    expect(live.reading).toEqual({ position: 95, head: 95, at: '2026-01-01T00:01:50.000Z' });
+    expect(live.source).toBe('heartbeat');
+    // From the last sample at or before the window's start (80 at 00:00:50) to the heartbeat's 95, over 70 s.
+    expect(live.rate).toBeCloseTo(15 / 70);
   });
 
   it('shows phase, progress, effects, the last decision and the command that resolves a stop', () => {
-    const text = formatStatus(report());
+    const text = formatStatus(report(), now);
     expect(text).toMatch(/^consumer c1\n/);
     expect(text).toMatch(/phase\s+awaiting_gap_decision/);
-    expect(text).toMatch(/position\s+80 {3}head 90 {3}lag 10/);
-    expect(text).toMatch(/executions\s+1234 {3}markets 3 {3}volume 1,234,567.5 USD/);
+    expect(text).toMatch(
+      /progress\s+position 80 {2}head 90 {2}lag 10 {2}0\.0 ev\/s {2}as of 00:00:50 UTC \(the workflow's last reading/,
+    );
+    expect(text).toMatch(/committed\s+position 80 \(the database, read now\)/);
+    expect(text).toMatch(/executions\s+1,234 {3}markets 3 {3}volume 1,234,567.5 USD/);
+    expect(text).toMatch(/counters\s+sessions 2 {3}checkpoints 9 {3}applied 40/);
     expect(text).toMatch(/last decision\s+gap live_cut by ops at 2026-01-01T00:00:30.000Z: accepted/);
     expect(text).toMatch(/resolve with\s+npx tsx cli\/main.ts resolve-gap --consumer c1/);
   });
@@ -103,6 +128,7 @@ describe('status rendering', () => {
   it('says what it could not see: an unanswered query, no database', () => {
     const text = formatStatus(
       report({ status: null, statusError: 'status query: no answer within 5 s', database: null }),
+      now,
     );
     expect(text).toMatch(/phase\s+unknown: status query: no answer within 5 s/);
     expect(text).toMatch(/database\s+not consulted \(set DATABASE_URL/);

@@ -2,11 +2,14 @@
 // pure code the workflow drives, tested without Temporal.
 import { describe, expect, it } from 'vitest';
 import type { ConsumeOutcome, StreamCounters } from '../../activities/types.js';
-import { resolveGapCommand, resumeCommand } from '../../workflows/commands.js';
+import { resolveGapCommand, resumeCommand, wrapShellCommand } from '../../workflows/commands.js';
 import { emptyCounters } from '../../activities/types.js';
-import { ConsumerState, formatDuration } from '../../workflows/consumer-state.js';
+import { formatTime } from '../../protocol/progress.js';
+import { ConsumerState } from '../../workflows/consumer-state.js';
 import type { ConsumerWorkflowInput } from '../../workflows/definitions.js';
 import { parseGapResolution, parseQuarantineResolution, parseRebindRequest } from '../../workflows/validation.js';
+
+const T0 = Date.parse('2026-01-01T00:00:00.000Z');
 
 const input: ConsumerWorkflowInput = {
   consumerId: 'c1',
@@ -29,7 +32,7 @@ describe('ConsumerState', () => {
   it('a first start is the explicit initial start with the input filter; carried state with a token resumes', () => {
     expect(new ConsumerState(input).start).toEqual({ mode: 'from_floor', filter: { markets: ['m1'] } });
     const state = new ConsumerState(input);
-    state.adopt(outcome('rebound', 3));
+    state.adopt(outcome('rebound', 3), T0);
     state.rebound();
     const { start, committed, phase } = new ConsumerState({ ...input, carried: state.carried() });
     expect({ start, committed, phase }).toEqual({
@@ -51,6 +54,7 @@ describe('ConsumerState', () => {
         lastHeadPosition: 9,
         lastCommitAt: '2026-01-01T00:00:00.000Z',
       }),
+      T0,
     );
     state.adopt(
       outcome('lease_expired', 4, {
@@ -60,6 +64,7 @@ describe('ConsumerState', () => {
         duplicates: 1,
         acksSent: 1,
       }),
+      T0 + 1_000,
     );
     expect(state.committed?.position).toBe(4);
     expect(state.runs).toBe(2);
@@ -77,7 +82,7 @@ describe('ConsumerState', () => {
 
   it("a crashed run's heartbeat counters add to the totals; an error keeps its time until cleared", () => {
     const state = new ConsumerState(input);
-    state.adopt(outcome('lease_expired', 10, { sessions: 1, checkpointsCommitted: 2, acksSent: 2 }));
+    state.adopt(outcome('lease_expired', 10, { sessions: 1, checkpointsCommitted: 2, acksSent: 2 }), Date.now());
     state.addCrashedRunCounters({ ...emptyCounters(), sessions: 1, checkpointsCommitted: 3, acksSent: 3 });
     expect(state.counters).toMatchObject({ sessions: 2, checkpointsCommitted: 5, acksSent: 5 });
     expect(state.runs).toBe(1);
@@ -85,7 +90,9 @@ describe('ConsumerState', () => {
     state.noteError('streaming run lost its worker (heartbeat timeout)');
     expect(Date.parse(state.lastErrorAt ?? '')).not.toBeNaN();
     expect(state.status()).toMatchObject({ lastError: 'streaming run lost its worker (heartbeat timeout)' });
-    expect(state.details(Date.now())).toContain(`Last error (${state.lastErrorAt}): streaming run lost its worker`);
+    expect(state.details(Date.now())).toContain(
+      `Last error (${formatTime(state.lastErrorAt)}): streaming run lost its worker`,
+    );
     state.clearError();
     expect(state.status()).toMatchObject({ lastError: null, lastErrorAt: null });
   });
@@ -153,32 +160,49 @@ describe('ConsumerState', () => {
     expect(state.phase).toBe('streaming');
   });
 
-  it('Current Details shows position, head and lag, token age, generation and the stop with its commands', () => {
+  it('Current Details puts the stop and its commands first, wrapped to the panel; then figures with their times', () => {
     const state = new ConsumerState(input);
-    state.adopt(outcome('lease_expired', 40, { lastHeadPosition: 52, lastCommitAt: '2026-01-01T00:00:00.000Z' }));
+    state.adopt(outcome('lease_expired', 40, { lastHeadPosition: 52, lastCommitAt: '2026-01-01T00:00:00.000Z' }), T0);
     state.stopFor('awaiting_gap_decision', 'reset_required (cursor_expired)', '2026-01-01T00:01:00.000Z');
-    const details = state.details(Date.parse('2026-01-01T00:00:30.000Z'));
-    expect(details).toContain('## Consumer `c1`: awaiting_gap_decision');
-    expect(details).toContain('| position | 40 (version 40) |');
-    expect(details).toContain('| head / lag | 52 / 12 |');
-    expect(details).toContain('| token age | 30 s (last commit 2026-01-01T00:00:00.000Z) |');
-    expect(details).toContain('| generation | 1 |');
-    expect(details).toContain('**Stopped since 2026-01-01T00:01:00.000Z:** reset_required (cursor_expired)');
-    expect(details).toContain(resolveGapCommand('c1', 'live_cut'));
+    const details = state.details(T0 + 90_000);
+    const lines = details.split('\n');
+    expect(lines.slice(0, 6)).toEqual([
+      '## Consumer `c1`: awaiting_gap_decision',
+      '',
+      '**Waiting since 00:01:00 UTC:** reset_required (cursor_expired)',
+      '',
+      '```sh',
+      'npx tsx cli/main.ts resolve-gap --consumer c1 --decision from_floor \\',
+    ]);
+    expect(details).toContain(wrapShellCommand(resolveGapCommand('c1', 'live_cut')));
+    expect(Math.max(...lines.slice(0, lines.indexOf('| | |')).map((line) => line.length))).toBeLessThanOrEqual(73);
+    expect(details).toContain('| position | 40, head 52, lag 12 (as of 00:00:00 UTC) |');
+    // Waiting for a decision nothing is consumed: the rate is 0, not the last lease's.
+    expect(details).toContain('| rate | 0.0 ev/s over the last minute (as of 00:01:30 UTC) |');
+    expect(details).toContain('| last commit | 00:00:00 UTC; generation 1, next start from_floor |');
+  });
+
+  it('a progress reading refreshes position, head, lag and rate between leases; an older one is ignored', () => {
+    const state = new ConsumerState(input);
+    state.adopt(outcome('lease_expired', 1_000, { lastHeadPosition: 1_500 }), T0);
+    state.noteReading({ position: 1_300, head: 1_604, at: '2026-01-01T00:00:20.000Z' });
+    state.noteReading({ position: 1_200, head: 1_550, at: '2026-01-01T00:00:10.000Z' });
+    const details = state.details(T0 + 20_000);
+    expect(details).toContain('| position | 1,300, head 1,604, lag 304 (as of 00:00:20 UTC) |');
+    expect(details).toContain('| rate | 15.0 ev/s over the last minute');
+    // The reading and its rate window survive continue-as-new.
+    const next = new ConsumerState({ ...input, carried: state.carried() });
+    expect(next.details(T0 + 20_000)).toBe(details);
+    // Paused, the head is the last one seen, labelled with its time, and the rate is 0.
+    next.stopFor('paused', 'paused by ops: upgrade', '2026-01-01T00:00:30.000Z');
+    expect(next.details(T0 + 30_000)).toContain('| position | 1,300, head 1,604, lag 304 (as of 00:00:20 UTC) |');
+    expect(next.details(T0 + 30_000)).toContain('| rate | 0.0 ev/s over the last minute');
   });
 
   it('Current Details never shows the head behind a position committed past the last hello', () => {
     const state = new ConsumerState(input);
-    state.adopt(outcome('lease_expired', 60, { lastHeadPosition: 52, lastCommitAt: '2026-01-01T00:00:00.000Z' }));
-    expect(state.details(Date.parse('2026-01-01T00:00:01.000Z'))).toContain('| head / lag | 60 / 0 |');
-  });
-
-  it('formats durations for people', () => {
-    expect([formatDuration(4_400), formatDuration(600_000), formatDuration(3 * 3_600_000)]).toEqual([
-      '4 s',
-      '10 min',
-      '3 h',
-    ]);
+    state.adopt(outcome('lease_expired', 60, { lastHeadPosition: 52, lastCommitAt: '2026-01-01T00:00:00.000Z' }), T0);
+    expect(state.details(T0 + 1_000)).toContain('| position | 60, head 60, lag 0 (as of 00:00:00 UTC) |');
   });
 });
 

@@ -13,7 +13,15 @@ const fixtures = resolve(dirname(fileURLToPath(import.meta.url)), '../fixtures/h
 describe('recorded workflow histories', () => {
   it('replay without nondeterminism and hold no API key', async () => {
     const files = (await readdir(fixtures)).filter((f) => f.endsWith('.json')).sort();
-    expect(files).toEqual(['consumer-gap-decision.json', 'consumer-rebind.json', 'rebind-scheduled.json']);
+    expect(files).toEqual([
+      'backfill-held-quarantine.json',
+      'backfill-pause-backoff.json',
+      'consumer-gap-decision.json',
+      'consumer-progress-pause.json',
+      'consumer-rebind.json',
+      'consumer-recurring-fault.json',
+      'rebind-scheduled.json',
+    ]);
     for (const file of files) {
       const text = await readFile(join(fixtures, file), 'utf8');
       expect(text).not.toMatch(/apiKey|wh-e2e-secret/);

@@ -4,7 +4,8 @@
 //   decide — decideCommit(), pure;
 //   write  — one statement of set-based data-modifying CTEs (unnest arrays, ON CONFLICT), ending with the
 //            checkpoint row.
-// BEGIN, lock, two reads, one write, COMMIT: six round trips whatever the size of the checkpoint.
+// BEGIN, lock, two reads, one write, COMMIT: six round trips whatever the size of the checkpoint. Checkpoints whose
+// events are all new skip all of it: one fenced statement proves them new and writes them (commit-fast.ts).
 import type pg from 'pg';
 import {
   decideCommit,
@@ -17,10 +18,13 @@ import {
   type ExistingRows,
   type QuarantineWrite,
 } from '../domain/decide.js';
+import { InvalidPlan } from '../domain/errors.js';
 import { commitHeld, type CommitConflict, type CommitHeld } from '../domain/outcomes.js';
 import type { CheckpointPlan, StagedEvent } from '../protocol/types.js';
 import type { OuterJoined, RawRow } from './rows.js';
 import type { eventReceipts, executions as executionsTable, quarantine as quarantineTable } from './schema.js';
+import { fastCommit } from './commit-fast.js';
+import { StorageFailure } from './errors.js';
 import { lockCheckpoint } from './state.js';
 import { inTransaction } from './transaction.js';
 import { unchangedCommit } from './unchanged-checkpoint.js';
@@ -65,6 +69,7 @@ export function describeFenced(consumerId: string, fenced: CheckpointFenced): st
  * consumer); conflict (same eventId, different content); held_quarantine (events the reducer cannot apply were
  * recorded as held; the checkpoint did not move). A plan that names the saved checkpoint and changes nothing is
  * committed without a write (the version stays). Throws InvalidPlan (nothing written) and StorageFailure.
+ * A plan whose events are all new commits in one statement (commit-fast.ts); any other takes the exact path.
  */
 export async function commitCheckpoint(
   pool: pg.Pool,
@@ -73,32 +78,98 @@ export async function commitCheckpoint(
   whileLocked?: () => void | Promise<void>,
 ): Promise<CheckpointOutcome> {
   validatePlanShape(plan);
-  return inTransaction(pool, 'commitCheckpoint', plan.consumerId, async (client): Promise<CheckpointOutcome> => {
-    const saved = await lockCheckpoint(client, plan.consumerId);
-    if (!saved || saved.leaseEpoch !== plan.fence.leaseEpoch || saved.version !== plan.fence.version) {
-      const actual = saved ? { leaseEpoch: saved.leaseEpoch, version: saved.version } : null;
-      return { kind: 'fenced', expected: plan.fence, actual };
-    }
-    validatePlanAgainstSaved(plan, saved);
-    await whileLocked?.();
-    const unchanged = await unchangedCommit(client, plan, saved);
-    if (unchanged) return { kind: 'committed', ...unchanged };
+  if (whileLocked === undefined) {
+    const fast = await fastCommit(pool, [plan]);
+    if (fast !== null) return { kind: 'committed', ...fast[0]! };
+  }
+  return inTransaction(pool, 'commitCheckpoint', plan.consumerId, (client) => commitLocked(client, plan, whileLocked));
+}
 
-    const existing = await readExisting(client, plan.consumerId, plan.events);
-    const decision = decideCommit(plan, existing);
-    switch (decision.kind) {
-      case 'conflict':
-        return decision;
-      case 'held_quarantine':
-        // Nothing of the checkpoint has been written (decide runs before any write), so committing only the
-        // held records is the "roll back the checkpoint, record the quarantine" the protocol asks for — still
-        // under this attempt's fence, so a zombie attempt cannot record anything either.
-        await writeQuarantine(client, plan.consumerId, decision.held);
-        return commitHeld(decision.held);
-      case 'committed':
-        return { kind: 'committed', ...(await writeCommit(client, plan, decision.writes)) };
+/**
+ * Commits consecutive checkpoint plans of one session and generation (a consumer that fell behind) together:
+ * one transaction, one WAL flush, ACKs in order afterwards (PROTOCOL.md §5, group commit). plans[0].fence is
+ * the fence; each later plan is fenced on the version the one before it commits (their own fences are ignored).
+ * Returns one outcome per plan, in order, up to and including the first that did not commit: when a plan is
+ * refused the group is rolled back and committed one plan at a time, so everything before it is kept and the
+ * stop lands exactly there. Throws like commitCheckpoint; a throw may follow commits of earlier plans (the
+ * caller resumes from the database's committed state, as after any failed commit).
+ */
+export async function commitCheckpoints(pool: pg.Pool, plans: readonly CheckpointPlan[]): Promise<CheckpointOutcome[]> {
+  if (plans.length === 0) return [];
+  for (const plan of plans) validatePlanShape(plan);
+  const fast = await fastCommit(pool, plans);
+  if (fast !== null) return fast.map((result) => ({ kind: 'committed', ...result }));
+  const grouped = await inTransaction(pool, 'commitCheckpoint', plans[0]!.consumerId, async (client) => {
+    const outcomes: CheckpointOutcome[] = [];
+    let fence = plans[0]!.fence;
+    for (const plan of plans) {
+      const later = outcomes.length > 0;
+      const outcome = await commitLocked(client, { ...plan, fence }).catch((error: unknown) => {
+        throw later && error instanceof InvalidPlan ? new GroupRefused() : error;
+      });
+      outcomes.push(outcome);
+      if (outcome.kind !== 'committed') {
+        // Undo the whole group (the held records too): the one-at-a-time pass below redoes it exactly.
+        if (later) throw new GroupRefused();
+        return outcomes;
+      }
+      fence = { leaseEpoch: fence.leaseEpoch, version: outcome.version };
     }
+    return outcomes;
+  }).catch((error: unknown) => {
+    // inTransaction rolled back and wrapped it
+    if (error instanceof StorageFailure && error.cause instanceof GroupRefused) return null;
+    throw error;
   });
+  if (grouped !== null) return grouped;
+  const outcomes: CheckpointOutcome[] = [];
+  let fence = plans[0]!.fence;
+  for (const plan of plans) {
+    const outcome = await commitCheckpoint(pool, { ...plan, fence });
+    outcomes.push(outcome);
+    if (outcome.kind !== 'committed') break;
+    fence = { leaseEpoch: fence.leaseEpoch, version: outcome.version };
+  }
+  return outcomes;
+}
+
+/** A plan after the first of a group was refused: the group transaction rolls back. */
+class GroupRefused extends Error {
+  constructor() {
+    super('a plan after the first of the group was refused');
+  }
+}
+
+/** The exact path, inside the caller's transaction: fence under the row lock, read, decide, write. */
+async function commitLocked(
+  client: pg.PoolClient,
+  plan: CheckpointPlan,
+  whileLocked?: () => void | Promise<void>,
+): Promise<CheckpointOutcome> {
+  const saved = await lockCheckpoint(client, plan.consumerId);
+  if (!saved || saved.leaseEpoch !== plan.fence.leaseEpoch || saved.version !== plan.fence.version) {
+    const actual = saved ? { leaseEpoch: saved.leaseEpoch, version: saved.version } : null;
+    return { kind: 'fenced', expected: plan.fence, actual };
+  }
+  validatePlanAgainstSaved(plan, saved);
+  await whileLocked?.();
+  const unchanged = await unchangedCommit(client, plan, saved);
+  if (unchanged) return { kind: 'committed', ...unchanged };
+
+  const existing = await readExisting(client, plan.consumerId, plan.events);
+  const decision = decideCommit(plan, existing);
+  switch (decision.kind) {
+    case 'conflict':
+      return decision;
+    case 'held_quarantine':
+      // Nothing of the checkpoint has been written (decide runs before any write), so committing only the
+      // held records is the "roll back the checkpoint, record the quarantine" the protocol asks for — still
+      // under this attempt's fence, so a zombie attempt cannot record anything either.
+      await writeQuarantine(client, plan.consumerId, decision.held);
+      return commitHeld(decision.held);
+    case 'committed':
+      return { kind: 'committed', ...(await writeCommit(client, plan, decision.writes)) };
+  }
 }
 
 /** The read step: receipts, quarantine records and executions the events touch (also used by the page consumer). */

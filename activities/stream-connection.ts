@@ -23,6 +23,9 @@ import type { ConsumeOutcome, StreamCounters } from './types.js';
 /** Received frames waiting behind the one being handled (and its commit) before the socket stops reading. */
 const MAX_QUEUED_FRAMES = 1_024;
 
+/** Events of the waiting checkpoints one commit covers at most (a single larger checkpoint goes alone). */
+const MAX_RUN_EVENTS = 10_000;
+
 export type ConnectionEnd =
   | { kind: 'outcome'; outcome: ConsumeOutcome }
   | { kind: 'throw'; error: Error }
@@ -255,9 +258,16 @@ export class StreamConnection {
   async #commitLoop(): Promise<void> {
     try {
       while (this.#waiting.length > 0 && !this.#result) {
-        const plans = this.#waiting;
-        this.#waiting = [];
-        this.#waitingEvents = 0;
+        // Everything waiting, up to a bound on one transaction's size (and on the wait for the first ACK).
+        let take = 0;
+        let events = 0;
+        while (
+          take < this.#waiting.length &&
+          (take === 0 || events + this.#waiting[take]!.events.length <= MAX_RUN_EVENTS)
+        )
+          events += this.#waiting[take++]!.events.length;
+        const plans = this.#waiting.splice(0, take);
+        this.#waitingEvents -= events;
         await this.#commitRun(plans);
       }
     } catch (error) {

@@ -17,132 +17,28 @@
 // Several consecutive plans of one session (a group commit) are folded the same way, in order, each seeing the
 // previous ones' effects, and committed by the same one statement: one round trip and one WAL flush for all.
 import type pg from 'pg';
-import {
-  decideCommit,
-  newestNoticePerScope,
-  validatePlanAgainstSaved,
-  type CommitWrites,
-  type ExecutionState,
-  type ExistingReceipt,
-  type MarketDelta,
-  type OutboxWrite,
-  type ReceiptWrite,
-  type RevisionWrite,
-} from '../domain/decide.js';
-import { InvalidPlan } from '../domain/errors.js';
-import { addDecimal, formatDecimal, parseDecimal, type Decimal } from '../protocol/decimal.js';
+import type { ExecutionState, ReceiptWrite } from '../domain/decide.js';
 import type { CheckpointPlan } from '../protocol/types.js';
 import type { CommitResult } from './commit.js';
+import { foldPlans } from './commit-fold.js';
 import { numberArray, textArray } from './pg-arrays.js';
 import { toStorageFailure } from './transaction.js';
 
-/** A quality notice as written: the newest one per scope over the group, with the plan that carried it. */
-interface QualityRow {
-  scope: string;
-  state: string;
-  position: number;
-  /** the position of the checkpoint that carried it (source_quality.as_of) */
-  asOf: number;
-  plan: number;
-}
-
-/** The writes of a run of plans folded over an empty database, or null when the assumption cannot even be made. */
-interface OptimisticWrites {
-  receipts: ReceiptWrite[];
-  executions: ExecutionState[];
-  revisions: RevisionWrite[];
-  marketDeltas: MarketDelta[];
-  outbox: OutboxWrite[];
-  quality: QualityRow[];
-  /** per plan */
-  counts: CommitWrites['counts'][];
-  /** per plan */
-  outboxed: number[];
-}
+const NOTHING_SAVED = { receipts: new Map(), quarantine: new Map(), executions: new Map() };
 
 /**
- * Folds the plans, in order, through decideCommit over "nothing saved yet" plus the previous plans' own writes.
- * Null when a plan would not simply commit on that assumption (a correction of an unknown entity, a conflict, a
- * quarantine) or when a later plan does not continue the previous one: the exact path decides those.
+ * Only trades and corrections of entities traded earlier in the same run can be new to the database: for any
+ * other run, folding it first would be wasted work.
  */
-function foldOptimistic(plans: readonly CheckpointPlan[]): OptimisticWrites | null {
-  const receipts = new Map<string, ExistingReceipt>();
-  const executions = new Map<string, ExecutionState>();
-  const existing = { receipts, quarantine: new Map(), executions };
-  const out: OptimisticWrites = {
-    receipts: [],
-    executions: [],
-    revisions: [],
-    marketDeltas: [],
-    outbox: [],
-    quality: [],
-    counts: [],
-    outboxed: [],
-  };
-  const deltas = new Map<string, { volume: Decimal; count: number }>();
-  const quality = new Map<string, QualityRow>();
-  let previous: CheckpointPlan | null = null;
-  for (const [index, plan] of plans.entries()) {
-    if (previous !== null && !continues(previous, plan)) return null;
-    const decision = decideCommit(plan, existing);
-    if (decision.kind !== 'committed' || decision.writes.quarantine.length > 0) return null;
-    const w = decision.writes;
-    for (const r of w.receipts) {
-      receipts.set(r.eventId, {
-        contentHash: r.contentHash,
-        position: r.position,
-        ordinal: r.ordinal,
-        outcome: r.outcome,
-      });
-      out.receipts.push(r);
+function mayBeAllNew(plans: readonly CheckpointPlan[]): boolean {
+  const traded = new Set<string>();
+  for (const plan of plans) {
+    for (const event of plan.events) {
+      if (event.kind === 'trade') traded.add(event.entityId);
+      else if (event.kind !== 'correction' || !traded.has(event.entityId)) return false;
     }
-    for (const e of w.executions) executions.set(e.entityId, e);
-    out.revisions.push(...w.revisions);
-    out.outbox.push(...w.outbox);
-    for (const d of w.marketDeltas) {
-      const entry = deltas.get(d.market) ?? { volume: { units: 0n, scale: 0 }, count: 0 };
-      entry.volume = addDecimal(entry.volume, parseDecimal(d.volume));
-      entry.count += d.count;
-      deltas.set(d.market, entry);
-    }
-    // The rule the database applies commit after commit: a notice replaces the saved one only if newer.
-    for (const n of newestNoticePerScope(w.quality)) {
-      const saved = quality.get(n.scope);
-      if (saved === undefined || saved.position < n.position) {
-        quality.set(n.scope, { ...n, asOf: plan.checkpoint.position, plan: index });
-      }
-    }
-    out.counts.push(w.counts);
-    out.outboxed.push(w.outbox.length);
-    previous = plan;
   }
-  out.executions = [...executions.values()];
-  // A market some plan touched keeps its row even when the run's deltas cancel out, as one commit at a time would.
-  for (const [market, d] of deltas) {
-    out.marketDeltas.push({ market, volume: formatDecimal(d.volume), count: d.count });
-  }
-  out.quality = [...quality.values()];
-  return out;
-}
-
-/** A later plan of a group continues the previous one exactly as the saved state would after its commit. */
-function continues(previous: CheckpointPlan, plan: CheckpointPlan): boolean {
-  const { checkpoint } = previous;
-  // The same position again with nothing new is the unchanged-checkpoint no-op: the exact path handles it.
-  if (plan.checkpoint.position === checkpoint.position && plan.events.length === 0) return false;
-  if (plan.consumerId !== previous.consumerId) return false;
-  try {
-    validatePlanAgainstSaved(plan, {
-      position: checkpoint.position,
-      generation: checkpoint.generation,
-      pendingStart: null,
-      abandoned: false,
-    });
-    return true;
-  } catch (error) {
-    if (error instanceof InvalidPlan) return false;
-    throw error;
-  }
+  return true;
 }
 
 // $1 consumer, $2 lease epoch, $3 version, $4 version increment, $5 every position of the run must be above the
@@ -251,8 +147,10 @@ export async function fastCommit(pool: pg.Pool, plans: readonly CheckpointPlan[]
   const first = plans[0];
   const last = plans.at(-1);
   if (first === undefined || last === undefined) return [];
-  const writes = foldOptimistic(plans);
-  if (writes === null) return null;
+  if (!mayBeAllNew(plans)) return null;
+  const fold = foldPlans(plans, NOTHING_SAVED);
+  if (fold.stop !== null || fold.writes.quarantine.length > 0) return null;
+  const { writes } = fold;
   const { checkpoint, binding } = last;
   // Every event is at or below its checkpoint and in journal order: the first event is the lowest position.
   const floor = first.events[0]?.position ?? first.checkpoint.position;

@@ -24,7 +24,7 @@ import type { ConsumeOutcome, StreamCounters } from './types.js';
 const MAX_QUEUED_FRAMES = 1_024;
 
 /** Events of the waiting checkpoints one commit covers at most (a single larger checkpoint goes alone). */
-const MAX_RUN_EVENTS = 10_000;
+const MAX_RUN_EVENTS = 2_000;
 
 export type ConnectionEnd =
   | { kind: 'outcome'; outcome: ConsumeOutcome }

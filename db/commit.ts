@@ -312,15 +312,22 @@ executions_inserted AS (
    WHERE NOT x.saved
 ),
 executions_updated AS (
-  UPDATE executions e
-     SET revision = x.revision, market = x.market, asset = x.asset, side = x.side, price = x.price, size = x.size,
-         notional = x.notional, wallet = x.wallet, tx_hash = x.tx_hash, last_position = x.last_position,
-         event_id = x.event_id, updated_at = now()
+  -- an upsert of a row that exists goes straight to its update; unlike UPDATE … FROM, whose join a cached plan may
+  -- turn into a scan of all the consumer's executions, it probes the primary key once per row
+  INSERT INTO executions (consumer_id, entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash,
+                          first_position, last_position, event_id)
+  SELECT $1, entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash, first_position,
+         last_position, event_id
     FROM unnest($7::text[], $8::int[], $9::text[], $10::text[], $11::text[], $12::numeric[], $13::numeric[],
                 $14::numeric[], $15::text[], $16::text[], $17::bigint[], $18::bigint[], $19::text[], $50::boolean[])
          AS x(entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash, first_position,
               last_position, event_id, saved)
-   WHERE x.saved AND e.consumer_id = $1 AND e.entity_id = x.entity_id
+   WHERE x.saved
+  ON CONFLICT (consumer_id, entity_id) DO UPDATE
+     SET revision = EXCLUDED.revision, market = EXCLUDED.market, asset = EXCLUDED.asset, side = EXCLUDED.side,
+         price = EXCLUDED.price, size = EXCLUDED.size, notional = EXCLUDED.notional, wallet = EXCLUDED.wallet,
+         tx_hash = EXCLUDED.tx_hash, last_position = EXCLUDED.last_position, event_id = EXCLUDED.event_id,
+         updated_at = now()
 ),
 revisions AS (
   -- superseded revisions (the state each correction replaced)

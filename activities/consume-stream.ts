@@ -51,7 +51,12 @@ export interface ConsumeStreamDeps {
   store: {
     /** With `existingOnly`, a consumer without a row gets none (null): nothing is written. */
     acquireLease(consumerId: string, options: { existingOnly: boolean }): Promise<CommittedState | null>;
-    commitCheckpoint(plan: CheckpointPlan): Promise<CheckpointOutcome>;
+    /**
+     * Commits consecutive checkpoints of one session (one, or a run that waited behind an earlier commit):
+     * plans[0].fence is the fence, each later plan is fenced on the version the previous one commits. One outcome
+     * per plan, in order, up to the first that did not commit (db commitCheckpoints).
+     */
+    commitCheckpoints(plans: readonly CheckpointPlan[]): Promise<CheckpointOutcome[]>;
   };
   config: ConsumeStreamConfig;
   log: ConsumeStreamLog;

@@ -8,6 +8,7 @@ import type pg from 'pg';
 import {
   acquireLease,
   commitCheckpoint,
+  commitCheckpoints,
   ConsumerKindMismatch,
   loadCommitted,
   recordBindingDecision,
@@ -17,6 +18,7 @@ import {
   UnknownConsumer,
   type DecisionInput,
 } from '../db/index.js';
+import { commitOneAtATime } from './commit-run.js';
 import { commitPageChunk, openPageProgress, recognisePageEvents, swapPageCursor } from '../db/pages.js';
 import {
   handOverToStream,
@@ -90,8 +92,14 @@ export interface ActivityDeps {
 export function poolStore(pool: pg.Pool, hooks?: ConsumeStreamDeps['hooks']): ConsumeStreamDeps['store'] {
   return {
     acquireLease: (consumerId, options) => acquireLease(pool, consumerId, options),
-    commitCheckpoint: (plan) =>
-      commitCheckpoint(pool, plan, hooks?.insideCommit && (() => hooks.insideCommit?.(plan.checkpoint.position))),
+    commitCheckpoints: (plans) => {
+      // The cut point runs inside each checkpoint's own transaction.
+      if (hooks?.insideCommit === undefined) return commitCheckpoints(pool, plans);
+      return commitOneAtATime(
+        (plan) => commitCheckpoint(pool, plan, () => hooks.insideCommit?.(plan.checkpoint.position)),
+        plans,
+      );
+    },
   };
 }
 

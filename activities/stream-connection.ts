@@ -2,6 +2,9 @@
 // (DESIGN.md "One frame's journey"). The run begins a new session epoch for each connection; a frame or callback
 // of a retired epoch is dropped. A connection ends once, with a ConnectionEnd the run acts on; an in-flight
 // commit finishes before its socket closes.
+// Commits are pipelined (PROTOCOL.md §5): frames of the next checkpoints are received, validated and staged while
+// one commits; checkpoints that complete meanwhile wait, and the next commit covers all of them (group commit).
+// ACKs follow each commit in checkpoint order; a commit that fails discards everything waiting behind it.
 import WebSocket from 'ws';
 import { decodeServerFrame, encodeClientFrame, WireError, type ClientFrameBody } from '../protocol/codec.js';
 import { ServerStaleGeneration, type Session, type SessionAction, type SessionStop } from '../protocol/session.js';
@@ -19,6 +22,9 @@ import type { ConsumeOutcome, StreamCounters } from './types.js';
 
 /** Received frames waiting behind the one being handled (and its commit) before the socket stops reading. */
 const MAX_QUEUED_FRAMES = 1_024;
+
+/** Events of the waiting checkpoints one commit covers at most (a single larger checkpoint goes alone). */
+const MAX_RUN_EVENTS = 2_000;
 
 export type ConnectionEnd =
   | { kind: 'outcome'; outcome: ConsumeOutcome }
@@ -55,9 +61,14 @@ export class StreamConnection {
   readonly ended: Promise<ConnectionEnd>;
   #resolveEnded: (end: ConnectionEnd) => void = () => undefined;
   #result: ConnectionEnd | null = null;
-  /** Frames and ticks are handled one at a time, each behind the previous one's commit. */
+  /** Frames and ticks are handled one at a time, in order; commits run beside them (#committing). */
   #queue: Promise<void> = Promise.resolve();
   #queuedFrames = 0;
+  /** Complete checkpoints, in order, waiting for the commit in flight to finish. */
+  #waiting: CheckpointPlan[] = [];
+  #waitingEvents = 0;
+  /** The commit loop while it runs: it takes everything waiting, commits it, ACKs it, until nothing waits. */
+  #committing: Promise<void> | null = null;
   /**
    * A commit on this connection moved the committed position forward (the run's reconnect count starts over).
    * Re-committing the same position is not progress (PROTOCOL.md §6): a fault that recurs on every session
@@ -223,54 +234,105 @@ export class StreamConnection {
     }
   }
 
-  /** Commits the plan; ACKs only while this session is the active one; a rebinding start ends after it. */
+  /**
+   * Hands a complete checkpoint to the commit loop, starting it if idle. Frame handling goes on meanwhile, except
+   * when more than the staging bound of events waits uncommitted (memory), and after a rebinding start's
+   * checkpoint (its connection ends with that commit).
+   */
   async #commit(plan: CheckpointPlan): Promise<void> {
+    this.#waiting.push(plan);
+    this.#waitingEvents += plan.events.length;
+    this.#kickCommits();
+    if (this.current.returnsRebound || this.#waitingEvents > this.deps.config.staging.maxEvents) {
+      await this.#committing;
+    }
+  }
+
+  /** Starts the commit loop when checkpoints wait and none is running (again when it ended as one arrived). */
+  #kickCommits(): void {
+    if (this.#committing !== null || this.#waiting.length === 0 || this.#result) return;
+    this.#committing = this.#commitLoop().finally(() => {
+      this.#committing = null;
+      this.#kickCommits();
+    });
+  }
+
+  async #commitLoop(): Promise<void> {
+    try {
+      while (this.#waiting.length > 0 && !this.#result) {
+        // Everything waiting, up to a bound on one transaction's size (and on the wait for the first ACK).
+        let take = 0;
+        let events = 0;
+        while (
+          take < this.#waiting.length &&
+          (take === 0 || events + this.#waiting[take]!.events.length <= MAX_RUN_EVENTS)
+        )
+          events += this.#waiting[take++]!.events.length;
+        const plans = this.#waiting.splice(0, take);
+        this.#waitingEvents -= events;
+        await this.#commitRun(plans);
+      }
+    } catch (error) {
+      this.#end({ kind: 'throw', error: error instanceof Error ? error : new Error(String(error)) });
+    }
+  }
+
+  /** Commits consecutive checkpoints together, then records and ACKs each in order while this session is active. */
+  async #commitRun(staged: CheckpointPlan[]): Promise<void> {
     const { store, hooks } = this.deps;
     const { session, returnsRebound } = this.current;
-    const before = this.run.committedState().position;
-    let committed: CheckpointOutcome;
+    // Fenced on the version of the latest commit, not the one the plan saw when it was staged.
+    const committedVersion = this.run.committedState().version;
+    const plans = staged.map((plan) => ({ ...plan, fence: { ...plan.fence, version: committedVersion } }));
+    let outcomes: CheckpointOutcome[];
     const { commitBoundMs } = this.deps.config;
     const commitStart = performance.now();
     try {
-      committed = await withinBound(store.commitCheckpoint(plan), commitBoundMs, () => {
+      outcomes = await withinBound(store.commitCheckpoints(plans), commitBoundMs, () => {
         this.deps.log.error('commit stalled past its bound; failing the run without ACK', {
-          position: plan.checkpoint.position,
+          position: plans[0]!.checkpoint.position,
+          checkpoints: plans.length,
           boundMs: commitBoundMs,
         });
         const stalled = new Error(`no answer within ${commitBoundMs} ms`);
         return new StorageFailure('commitCheckpoint', this.run.consumerId, undefined, true, { cause: stalled });
       });
     } catch (error) {
-      return this.#end(handleCommitFailure(error, plan, this.run, this.deps.log));
+      return this.#end(handleCommitFailure(error, plans[0]!, this.run, this.deps.log));
     }
-    if (committed.kind !== 'committed') return this.#end(handleCommitRefusal(committed, plan, this.run, this.deps.log));
     const commitEnd = performance.now();
-    this.deps.metrics?.checkpointCommitted(
-      this.run.consumerId,
-      'stream',
-      plan.checkpoint.position,
-      committed,
-      (commitEnd - commitStart) / 1000,
-    );
-    if (before === null || plan.checkpoint.position > before) this.#progressed = true;
-    this.run.recordCommit(plan, committed);
-    await hooks?.afterCommit?.(plan.checkpoint.position);
-    // The version moves even when no ACK may be sent, so the next plan fences correctly.
-    const ack = session.committed(plan, committed);
-    if (this.#isActive() && !this.run.signal.aborted) {
-      for (const action of ack) {
-        if (action.type === 'send' && this.#send(action.frame)) {
-          this.run.counters.acksSent += 1;
-          this.deps.metrics?.ackSent(this.run.consumerId, (performance.now() - commitEnd) / 1000);
+    for (const [index, committed] of outcomes.entries()) {
+      const plan = plans[index]!;
+      if (committed.kind !== 'committed')
+        return this.#end(handleCommitRefusal(committed, plan, this.run, this.deps.log));
+      const before = this.run.committedState().position;
+      this.deps.metrics?.checkpointCommitted(
+        this.run.consumerId,
+        'stream',
+        plan.checkpoint.position,
+        committed,
+        (commitEnd - commitStart) / 1000,
+      );
+      if (before === null || plan.checkpoint.position > before) this.#progressed = true;
+      this.run.recordCommit(plan, committed);
+      await hooks?.afterCommit?.(plan.checkpoint.position);
+      // The version moves even when no ACK may be sent, so the next plan fences correctly.
+      const ack = session.committed(plan, committed);
+      if (this.#isActive() && !this.run.signal.aborted) {
+        for (const action of ack) {
+          if (action.type === 'send' && this.#send(action.frame)) {
+            this.run.counters.acksSent += 1;
+            this.deps.metrics?.ackSent(this.run.consumerId, (performance.now() - commitEnd) / 1000);
+          }
         }
+        await hooks?.afterAck?.(plan.checkpoint.position);
       }
-      await hooks?.afterAck?.(plan.checkpoint.position);
-    }
-    if (returnsRebound) {
-      this.#end({
-        kind: 'outcome',
-        outcome: this.run.outcome({ kind: 'rebound', generation: plan.checkpoint.generation }),
-      });
+      if (returnsRebound) {
+        return this.#end({
+          kind: 'outcome',
+          outcome: this.run.outcome({ kind: 'rebound', generation: plan.checkpoint.generation }),
+        });
+      }
     }
   }
 
@@ -332,13 +394,18 @@ export class StreamConnection {
     return this.current.fence.isActive(this.current.epoch);
   }
 
-  /** Ends the connection once: no further frame is processed, an in-flight commit finishes first. */
+  /**
+   * Ends the connection once: no further frame is processed and nothing waiting is committed; an in-flight commit
+   * finishes (and is ACKed while the session is active) before the socket closes.
+   */
   #end(value: ConnectionEnd): void {
     if (this.#result) return;
     this.#result = value;
     clearTimeout(this.#handshakeTimer);
     clearInterval(this.#ageTimer);
-    void this.#queue.then(() => this.#close(value));
+    this.#waiting = [];
+    this.#waitingEvents = 0;
+    void this.#queue.then(() => this.#committing).then(() => this.#close(value));
   }
 
   async #close(value: ConnectionEnd): Promise<void> {

@@ -1,10 +1,12 @@
 // `npm run bench -- <name>`: runs one benchmark by name. Benchmarks measure; tests never do.
 import { runCommitBench } from './commit.js';
+import { runCommitLeanBench } from './commit-lean.js';
 import { runStreamBench } from './stream.js';
 import { runTakeoverBench } from './takeover.js';
 
 const BENCHES: Record<string, () => Promise<void>> = {
   commit: runCommitBench,
+  'commit-lean': runCommitLeanBench,
   stream: runStreamBench,
   takeover: runTakeoverBench,
 };

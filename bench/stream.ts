@@ -17,7 +17,7 @@ import type pg from 'pg';
 import WebSocket from 'ws';
 import { consumeStream, type ConsumeStreamDeps } from '../activities/consume-stream.js';
 import type { ConsumeOutcome, StartDirective } from '../activities/types.js';
-import { acquireLease, commitCheckpoint, createPool, migrate } from '../db/index.js';
+import { acquireLease, commitCheckpoints, createPool, migrate } from '../db/index.js';
 import { decodeServerFrame, encodeClientFrame, type ServerFrame } from '../protocol/codec.js';
 import { Session } from '../protocol/session.js';
 import { percentile, withScratchDatabase } from './support.js';
@@ -271,9 +271,9 @@ async function consumeToCut(pool: pg.Pool, url: string, cut: number) {
   const deps: ConsumeStreamDeps = {
     store: {
       acquireLease: (id) => acquireLease(pool, id),
-      commitCheckpoint: async (plan) => {
+      commitCheckpoints: async (plans) => {
         const t = performance.now();
-        const result = await commitCheckpoint(pool, plan);
+        const result = await commitCheckpoints(pool, plans);
         commitMs.push(performance.now() - t);
         return result;
       },

@@ -1,13 +1,14 @@
-// commitCheckpoint: one transaction in three steps (DESIGN.md "The commit: read, decide, write").
+// commitCheckpoint(s): one transaction in three steps (DESIGN.md "The commit: read, decide, write"), for one
+// checkpoint or a run of consecutive ones (group commit).
 //   read   — fence on the checkpoint row (FOR UPDATE: every mutation of a consumer serialises here), then one
-//            query for the receipts/quarantine of the plan's eventIds and one for the executions of its entityIds;
-//   decide — decideCommit(), pure;
+//            query for the receipts/quarantine of the run's eventIds and one for the executions of its entityIds;
+//   decide — decideCommit() on each plan in turn, pure (commit-fold.ts);
 //   write  — one statement of set-based data-modifying CTEs (unnest arrays, ON CONFLICT), ending with the
 //            checkpoint row.
-// BEGIN, lock, two reads, one write, COMMIT: six round trips whatever the size of the checkpoint.
+// BEGIN, lock, two reads, one write, COMMIT: six round trips whatever the size of the run. Runs whose events are
+// all new skip all of it: one fenced statement proves them new and writes them (commit-fast.ts).
 import type pg from 'pg';
 import {
-  decideCommit,
   validatePlanAgainstSaved,
   validatePlanShape,
   type CommitWrites,
@@ -21,6 +22,9 @@ import { commitHeld, type CommitConflict, type CommitHeld } from '../domain/outc
 import type { CheckpointPlan, StagedEvent } from '../protocol/types.js';
 import type { OuterJoined, RawRow } from './rows.js';
 import type { eventReceipts, executions as executionsTable, quarantine as quarantineTable } from './schema.js';
+import { fastCommit } from './commit-fast.js';
+import { foldPlans, type FoldedWrites } from './commit-fold.js';
+import { numberArray, textArray } from './pg-arrays.js';
 import { lockCheckpoint } from './state.js';
 import { inTransaction } from './transaction.js';
 import { unchangedCommit } from './unchanged-checkpoint.js';
@@ -65,6 +69,7 @@ export function describeFenced(consumerId: string, fenced: CheckpointFenced): st
  * consumer); conflict (same eventId, different content); held_quarantine (events the reducer cannot apply were
  * recorded as held; the checkpoint did not move). A plan that names the saved checkpoint and changes nothing is
  * committed without a write (the version stays). Throws InvalidPlan (nothing written) and StorageFailure.
+ * A plan whose events are all new commits in one statement (commit-fast.ts); any other takes the exact path.
  */
 export async function commitCheckpoint(
   pool: pg.Pool,
@@ -72,33 +77,89 @@ export async function commitCheckpoint(
   /** Test cut point: runs with the checkpoint row locked and the fence checked, before anything is written. */
   whileLocked?: () => void | Promise<void>,
 ): Promise<CheckpointOutcome> {
+  if (whileLocked === undefined) return (await commitCheckpoints(pool, [plan]))[0]!;
   validatePlanShape(plan);
-  return inTransaction(pool, 'commitCheckpoint', plan.consumerId, async (client): Promise<CheckpointOutcome> => {
-    const saved = await lockCheckpoint(client, plan.consumerId);
-    if (!saved || saved.leaseEpoch !== plan.fence.leaseEpoch || saved.version !== plan.fence.version) {
-      const actual = saved ? { leaseEpoch: saved.leaseEpoch, version: saved.version } : null;
-      return { kind: 'fenced', expected: plan.fence, actual };
-    }
-    validatePlanAgainstSaved(plan, saved);
-    await whileLocked?.();
-    const unchanged = await unchangedCommit(client, plan, saved);
-    if (unchanged) return { kind: 'committed', ...unchanged };
+  const [outcome] = await inTransaction(pool, 'commitCheckpoint', plan.consumerId, (client) =>
+    commitRunLocked(client, [plan], whileLocked),
+  );
+  return outcome!;
+}
 
-    const existing = await readExisting(client, plan.consumerId, plan.events);
-    const decision = decideCommit(plan, existing);
-    switch (decision.kind) {
-      case 'conflict':
-        return decision;
-      case 'held_quarantine':
-        // Nothing of the checkpoint has been written (decide runs before any write), so committing only the
-        // held records is the "roll back the checkpoint, record the quarantine" the protocol asks for — still
-        // under this attempt's fence, so a zombie attempt cannot record anything either.
-        await writeQuarantine(client, plan.consumerId, decision.held);
-        return commitHeld(decision.held);
-      case 'committed':
-        return { kind: 'committed', ...(await writeCommit(client, plan, decision.writes)) };
-    }
-  });
+/**
+ * Commits consecutive checkpoint plans of one session and generation (a consumer that fell behind) together:
+ * one transaction, one WAL flush, ACKs in order afterwards (PROTOCOL.md §5, group commit). plans[0].fence is
+ * the fence; each later plan is fenced on the version the one before it commits (their own fences are ignored).
+ * Returns one outcome per plan, in order, up to and including the first that did not commit: the plans before
+ * it are committed, it is answered exactly as if committed alone (a held quarantine records its held events), and
+ * nothing after it is written. Throws like commitCheckpoint, possibly after committing earlier plans of the run.
+ */
+export async function commitCheckpoints(pool: pg.Pool, plans: readonly CheckpointPlan[]): Promise<CheckpointOutcome[]> {
+  for (const plan of plans) validatePlanShape(plan);
+  const outcomes: CheckpointOutcome[] = [];
+  let rest = plans;
+  let fence = plans[0]?.fence;
+  while (rest.length > 0 && fence !== undefined) {
+    const run = [{ ...rest[0]!, fence }, ...rest.slice(1)];
+    const fast = await fastCommit(pool, run);
+    const part: CheckpointOutcome[] =
+      fast?.map((result) => ({ kind: 'committed', ...result })) ??
+      (await inTransaction(pool, 'commitCheckpoint', run[0]!.consumerId, (client) => commitRunLocked(client, run)));
+    outcomes.push(...part);
+    const last = part.at(-1);
+    if (last?.kind !== 'committed') break;
+    fence = { leaseEpoch: fence.leaseEpoch, version: last.version };
+    rest = rest.slice(part.length);
+  }
+  return outcomes;
+}
+
+/**
+ * The exact path, inside the caller's transaction: fence under the row lock, one read for the whole run, the fold
+ * (commit-fold.ts), one write. Answers a prefix of the run: up to its first refusal, or up to a plan that does not
+ * continue the one before it (the caller commits the rest next).
+ */
+async function commitRunLocked(
+  client: pg.PoolClient,
+  plans: readonly CheckpointPlan[],
+  whileLocked?: () => void | Promise<void>,
+): Promise<CheckpointOutcome[]> {
+  const first = plans[0]!;
+  const saved = await lockCheckpoint(client, first.consumerId);
+  if (!saved || saved.leaseEpoch !== first.fence.leaseEpoch || saved.version !== first.fence.version) {
+    const actual = saved ? { leaseEpoch: saved.leaseEpoch, version: saved.version } : null;
+    return [{ kind: 'fenced', expected: first.fence, actual }];
+  }
+  validatePlanAgainstSaved(first, saved);
+  await whileLocked?.();
+  const unchanged = await unchangedCommit(client, first, saved);
+  if (unchanged) return [{ kind: 'committed', ...unchanged }];
+
+  const existing = await readExisting(
+    client,
+    first.consumerId,
+    plans.flatMap((plan) => plan.events),
+  );
+  const { writes, stop } = foldPlans(plans, existing);
+  const outcomes: CheckpointOutcome[] =
+    writes.count > 0
+      ? (await writeRun(client, plans.slice(0, writes.count), writes, existing.executions)).map((result) => ({
+          kind: 'committed',
+          ...result,
+        }))
+      : [];
+  switch (stop?.kind) {
+    case 'conflict':
+      outcomes.push(stop);
+      break;
+    case 'held_quarantine':
+      // Nothing of this checkpoint has been written (the fold stopped before it), so committing only its held
+      // records is the "roll back the checkpoint, record the quarantine" the protocol asks for — still under
+      // this attempt's fence, so a zombie attempt cannot record anything either.
+      await writeQuarantine(client, first.consumerId, stop.held);
+      outcomes.push(commitHeld(stop.held));
+      break;
+  }
+  return outcomes;
 }
 
 /** The read step: receipts, quarantine records and executions the events touch (also used by the page consumer). */
@@ -226,8 +287,8 @@ export async function writeQuarantine(
  * exactly once; the parts touch disjoint rows (decide() emits one row per entity, market, scope and event), so
  * none needs to see another's effect within the statement.
  *
- * EFFECT_WRITE_CTES are the effects of decide()'s writes ($1 consumer, $2-$49 from effectWriteValues); each
- * source appends the CTEs of its own progress row (parameters from $50) and a SELECT that may read `quality` and
+ * EFFECT_WRITE_CTES are the effects of decide()'s writes ($1 consumer, $2-$50 from effectWriteValues); each
+ * source appends the CTEs of its own progress row (parameters from $51) and a SELECT that may read `quality` and
  * `outboxed`: the stream its binding and checkpoint, the page consumer its applied position.
  */
 export const EFFECT_WRITE_CTES = `
@@ -236,13 +297,32 @@ WITH receipts AS (
   INSERT INTO event_receipts (consumer_id, event_id, content_hash, position, ordinal, outcome)
   SELECT $1, * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::int[], $6::text[])
 ),
-executions_written AS (
+executions_inserted AS (
   -- the checkpoint row lock serialises this consumer's commits, so the state decide() computed from the rows
-  -- read under it is the state to store: a plain overwrite, no read-modify-write in SQL
+  -- read under it is the state to store. Rows that read found absent are plain INSERTs (an upsert writes a
+  -- speculative insertion too), the others a plain overwrite: no read-modify-write in SQL.
   INSERT INTO executions (consumer_id, entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash,
                           first_position, last_position, event_id)
-  SELECT $1, * FROM unnest($7::text[], $8::int[], $9::text[], $10::text[], $11::text[], $12::numeric[], $13::numeric[],
-                           $14::numeric[], $15::text[], $16::text[], $17::bigint[], $18::bigint[], $19::text[])
+  SELECT $1, entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash, first_position,
+         last_position, event_id
+    FROM unnest($7::text[], $8::int[], $9::text[], $10::text[], $11::text[], $12::numeric[], $13::numeric[],
+                $14::numeric[], $15::text[], $16::text[], $17::bigint[], $18::bigint[], $19::text[], $50::boolean[])
+         AS x(entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash, first_position,
+              last_position, event_id, saved)
+   WHERE NOT x.saved
+),
+executions_updated AS (
+  -- an upsert of a row that exists goes straight to its update; unlike UPDATE … FROM, whose join a cached plan may
+  -- turn into a scan of all the consumer's executions, it probes the primary key once per row
+  INSERT INTO executions (consumer_id, entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash,
+                          first_position, last_position, event_id)
+  SELECT $1, entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash, first_position,
+         last_position, event_id
+    FROM unnest($7::text[], $8::int[], $9::text[], $10::text[], $11::text[], $12::numeric[], $13::numeric[],
+                $14::numeric[], $15::text[], $16::text[], $17::bigint[], $18::bigint[], $19::text[], $50::boolean[])
+         AS x(entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash, first_position,
+              last_position, event_id, saved)
+   WHERE x.saved
   ON CONFLICT (consumer_id, entity_id) DO UPDATE
      SET revision = EXCLUDED.revision, market = EXCLUDED.market, asset = EXCLUDED.asset, side = EXCLUDED.side,
          price = EXCLUDED.price, size = EXCLUDED.size, notional = EXCLUDED.notional, wallet = EXCLUDED.wallet,
@@ -272,25 +352,25 @@ terminal_quarantine AS (
 quality AS (
   -- older never overwrites newer: a notice at or below the saved last_position is a no-op
   INSERT INTO source_quality (consumer_id, scope, state, last_position, as_of)
-  SELECT $1, scope, state, last_position, $45 FROM unnest($42::text[], $43::text[], $44::bigint[]) AS n(scope, state, last_position)
+  SELECT $1, * FROM unnest($42::text[], $43::text[], $44::bigint[], $45::bigint[])
   ON CONFLICT (consumer_id, scope) DO UPDATE
      SET state = EXCLUDED.state, last_position = EXCLUDED.last_position, as_of = EXCLUDED.as_of, updated_at = now()
    WHERE source_quality.last_position < EXCLUDED.last_position
-  RETURNING 1
+  RETURNING scope
 ),
 outboxed AS (
   -- keyed by <action>:<eventId>: a replayed event never writes its action twice
   INSERT INTO outbox (consumer_id, idempotency_key, event_id, action, payload)
   SELECT $1, * FROM unnest($46::text[], $47::text[], $48::text[], $49::jsonb[])
   ON CONFLICT (consumer_id, idempotency_key) DO NOTHING
-  RETURNING 1
+  RETURNING event_id
 ),
 `;
-export const EFFECT_PARAM_COUNT = 49;
+export const EFFECT_PARAM_COUNT = 50;
 
 const WRITE_COMMIT_SQL = `${EFFECT_WRITE_CTES}binding AS (
   INSERT INTO consumer_bindings (consumer_id, subscription_id, stream, history_id, filter, filter_hash, generation, mappings)
-  VALUES ($1, $50, $51, $52, $53::jsonb, $54, $55, $56::jsonb)
+  VALUES ($1, $51, $52, $53, $54::jsonb, $55, $56, $57::jsonb)
   ON CONFLICT (consumer_id) DO UPDATE
      SET subscription_id = EXCLUDED.subscription_id, stream = EXCLUDED.stream, history_id = EXCLUDED.history_id,
          filter = EXCLUDED.filter, filter_hash = EXCLUDED.filter_hash, generation = EXCLUDED.generation,
@@ -303,91 +383,110 @@ const WRITE_COMMIT_SQL = `${EFFECT_WRITE_CTES}binding AS (
           EXCLUDED.generation, EXCLUDED.mappings)
 ),
 checkpoint AS (
-  -- the whole token, never truncated; version + 1 is the compare-and-swap the next commit is fenced on
+  -- the whole token, never truncated; the version moves by one per checkpoint covered ($63): the compare-and-swap
+  -- the next commit is fenced on
   UPDATE checkpoints
-     SET position = $57, token = $58, generation = $59, cut_position = $60, cut_reached = $61,
-         version = version + 1, pending_start = NULL, updated_at = now()
+     SET position = $58, token = $59, generation = $60, cut_position = $61, cut_reached = $62,
+         version = version + $63, pending_start = NULL, updated_at = now()
    WHERE consumer_id = $1
   RETURNING version
 )
-SELECT (SELECT version FROM checkpoint) AS version,
-       (SELECT count(*) FROM quality)::int AS quality_updated,
-       (SELECT count(*) FROM outboxed)::int AS outboxed`;
+SELECT (SELECT version FROM checkpoint) AS version, ARRAY(SELECT scope FROM quality) AS quality_scopes,
+       ARRAY(SELECT event_id FROM outboxed) AS outboxed`;
 
 /**
- * $1-$49 of EFFECT_WRITE_CTES: the consumer and decide()'s writes; `asOf` is the position saved with quality notices.
+ * $1-$50 of EFFECT_WRITE_CTES: the consumer and decide()'s writes; `asOf` is the position saved with each quality
+ * notice (one for all, or one per notice); `saved` the executions the read step found.
  */
-export function effectWriteValues(consumerId: string, writes: CommitWrites, asOf: number): unknown[] {
+export function effectWriteValues(
+  consumerId: string,
+  writes: Omit<CommitWrites, 'counts'>,
+  asOf: number | readonly number[],
+  saved: ExistingRows['executions'],
+): unknown[] {
   const { receipts: r, executions: e, revisions: v, marketDeltas: m, quarantine: q, quality: n, outbox: o } = writes;
   return [
     consumerId,
     // $2-$6 receipts
-    r.map((x) => x.eventId),
-    r.map((x) => x.contentHash),
-    r.map((x) => x.position),
-    r.map((x) => x.ordinal),
-    r.map((x) => x.outcome),
+    textArray(r.map((x) => x.eventId)),
+    textArray(r.map((x) => x.contentHash)),
+    numberArray(r.map((x) => x.position)),
+    numberArray(r.map((x) => x.ordinal)),
+    textArray(r.map((x) => x.outcome)),
     // $7-$19 executions
-    e.map((x) => x.entityId),
-    e.map((x) => x.revision),
-    e.map((x) => x.market),
-    e.map((x) => x.asset),
-    e.map((x) => x.side),
-    e.map((x) => x.price),
-    e.map((x) => x.size),
-    e.map((x) => x.notional),
-    e.map((x) => x.wallet),
-    e.map((x) => x.txHash),
-    e.map((x) => x.firstPosition),
-    e.map((x) => x.lastPosition),
-    e.map((x) => x.eventId),
+    textArray(e.map((x) => x.entityId)),
+    numberArray(e.map((x) => x.revision)),
+    textArray(e.map((x) => x.market)),
+    textArray(e.map((x) => x.asset)),
+    textArray(e.map((x) => x.side)),
+    numberArray(e.map((x) => x.price)),
+    numberArray(e.map((x) => x.size)),
+    numberArray(e.map((x) => x.notional)),
+    textArray(e.map((x) => x.wallet)),
+    textArray(e.map((x) => x.txHash)),
+    numberArray(e.map((x) => x.firstPosition)),
+    numberArray(e.map((x) => x.lastPosition)),
+    textArray(e.map((x) => x.eventId)),
     // $20-$31 superseded revisions
-    v.map((x) => x.entityId),
-    v.map((x) => x.revision),
-    v.map((x) => x.eventId),
-    v.map((x) => x.position),
-    v.map((x) => x.market),
-    v.map((x) => x.asset),
-    v.map((x) => x.side),
-    v.map((x) => x.price),
-    v.map((x) => x.size),
-    v.map((x) => x.notional),
-    v.map((x) => x.wallet),
-    v.map((x) => x.txHash),
+    textArray(v.map((x) => x.entityId)),
+    numberArray(v.map((x) => x.revision)),
+    textArray(v.map((x) => x.eventId)),
+    numberArray(v.map((x) => x.position)),
+    textArray(v.map((x) => x.market)),
+    textArray(v.map((x) => x.asset)),
+    textArray(v.map((x) => x.side)),
+    numberArray(v.map((x) => x.price)),
+    numberArray(v.map((x) => x.size)),
+    numberArray(v.map((x) => x.notional)),
+    textArray(v.map((x) => x.wallet)),
+    textArray(v.map((x) => x.txHash)),
     // $32-$34 market deltas
-    m.map((x) => x.market),
-    m.map((x) => x.volume),
-    m.map((x) => x.count),
+    textArray(m.map((x) => x.market)),
+    numberArray(m.map((x) => x.volume)),
+    numberArray(m.map((x) => x.count)),
     // $35-$41 terminal quarantine
-    q.map((x) => x.eventId),
-    q.map((x) => x.entityId),
-    q.map((x) => x.kind),
-    q.map((x) => x.position),
-    q.map((x) => x.ordinal),
-    q.map((x) => x.contentHash),
-    q.map((x) => x.reason),
+    textArray(q.map((x) => x.eventId)),
+    textArray(q.map((x) => x.entityId)),
+    textArray(q.map((x) => x.kind)),
+    numberArray(q.map((x) => x.position)),
+    numberArray(q.map((x) => x.ordinal)),
+    textArray(q.map((x) => x.contentHash)),
+    textArray(q.map((x) => x.reason)),
     // $42-$45 quality
-    n.map((x) => x.scope),
-    n.map((x) => x.state),
-    n.map((x) => x.position),
-    asOf,
+    textArray(n.map((x) => x.scope)),
+    textArray(n.map((x) => x.state)),
+    numberArray(n.map((x) => x.position)),
+    numberArray(typeof asOf === 'number' ? n.map(() => asOf) : asOf),
     // $46-$49 outbox
-    o.map((x) => x.idempotencyKey),
-    o.map((x) => x.eventId),
-    o.map((x) => x.action),
-    o.map((x) => JSON.stringify(x.payload)),
+    textArray(o.map((x) => x.idempotencyKey)),
+    textArray(o.map((x) => x.eventId)),
+    textArray(o.map((x) => x.action)),
+    textArray(o.map((x) => JSON.stringify(x.payload))),
+    // $50 which executions exist
+    `{${e.map((x) => (saved.has(x.entityId) ? 't' : 'f')).join(',')}}`,
   ];
 }
 
-async function writeCommit(client: pg.PoolClient, plan: CheckpointPlan, writes: CommitWrites): Promise<CommitResult> {
-  const { binding, checkpoint } = plan;
+/** Writes a folded run of plans (commit-fold.ts) in one statement; one result per plan. */
+async function writeRun(
+  client: pg.PoolClient,
+  plans: readonly CheckpointPlan[],
+  writes: FoldedWrites,
+  saved: ExistingRows['executions'],
+): Promise<CommitResult[]> {
+  const { binding, checkpoint } = plans.at(-1)!;
   // A named statement: parsed once per connection instead of on every commit (the statement is large).
-  const res = await client.query<{ version: number | null; quality_updated: number; outboxed: number }>({
+  const res = await client.query<{ version: number | null; quality_scopes: string[]; outboxed: string[] }>({
     name: 'whalehunt_commit_write',
     text: WRITE_COMMIT_SQL,
     values: [
-      ...effectWriteValues(plan.consumerId, writes, checkpoint.position),
-      // $50-$56 binding
+      ...effectWriteValues(
+        plans[0]!.consumerId,
+        writes,
+        writes.quality.map((n) => n.asOf),
+        saved,
+      ),
+      // $51-$57 binding
       binding.subscriptionId,
       binding.stream,
       binding.historyId,
@@ -395,20 +494,31 @@ async function writeCommit(client: pg.PoolClient, plan: CheckpointPlan, writes: 
       binding.filterHash,
       binding.generation,
       JSON.stringify(binding.mappings),
-      // $57-$61 checkpoint
+      // $58-$62 checkpoint
       checkpoint.position,
       checkpoint.token,
       checkpoint.generation,
       checkpoint.cutPosition,
       checkpoint.cutReached,
+      // $63 one version per checkpoint
+      plans.length,
     ],
   });
   const row = res.rows[0]!;
-  return {
-    version: row.version!,
-    position: checkpoint.position,
-    ...writes.counts,
-    qualityUpdated: row.quality_updated,
-    outboxed: row.outboxed,
-  };
+  const updated = new Set(row.quality_scopes);
+  const outboxed = new Set(row.outboxed);
+  const startVersion = row.version! - plans.length;
+  let outboxFrom = 0;
+  return plans.map((plan, index) => {
+    // writes.outbox holds each plan's actions in turn; count those the statement inserted
+    const planOutbox = writes.outbox.slice(outboxFrom, (outboxFrom += writes.outboxed[index]!));
+    return {
+      version: startVersion + index + 1,
+      position: plan.checkpoint.position,
+      ...writes.counts[index]!,
+      // In a run a scope counts once, for the plan whose notice was written.
+      qualityUpdated: writes.quality.filter((q) => q.plan === index && updated.has(q.scope)).length,
+      outboxed: planOutbox.filter((o) => outboxed.has(o.eventId)).length,
+    };
+  });
 }

@@ -4,6 +4,7 @@ export { migrate, MIGRATIONS_FOLDER } from './migrate.js';
 export { acquireLease, loadCommitted } from './state.js';
 export {
   commitCheckpoint,
+  commitCheckpoints,
   describeFenced,
   type CheckpointFence,
   type CheckpointFenced,

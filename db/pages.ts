@@ -224,7 +224,11 @@ export async function commitPageChunk(pool: pg.Pool, chunk: PageChunk): Promise<
     const res = await client.query<{ version: number; outboxed: number }>({
       name: 'whalehunt_page_chunk_write',
       text: CHUNK_WRITE_SQL,
-      values: [...effectWriteValues(consumerId, decision.writes, last.position), last.position, chunk.expectedVersion],
+      values: [
+        ...effectWriteValues(consumerId, decision.writes, last.position, existing.executions),
+        last.position,
+        chunk.expectedVersion,
+      ],
     });
     const row = res.rows[0]!;
     return {

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import {
   acquireLease,
   commitCheckpoint,
+  commitCheckpoints,
   consumerSummary,
   listQuarantine,
   loadCommitted,
@@ -527,6 +528,86 @@ describe('bad input', () => {
     await expect(
       commitCheckpoint(db.pool, { ...plan, checkpoint: { ...plan.checkpoint, generation: 2 } }),
     ).rejects.toBeInstanceOf(InvalidPlan);
+  });
+});
+
+describe('group commit', () => {
+  it('commits a run of checkpoints together: one outcome each, in order, one version each', async () => {
+    const { consumerId, fence } = await startConsumer(3);
+    const plans = [
+      makePlan(consumerId, { fence, position: 4, events: [trade(4, 'e-1')] }),
+      // later plans of a run carry the fence they were staged with; the run is fenced on the first one's
+      makePlan(consumerId, {
+        fence,
+        position: 6,
+        events: [correction(5, 'e-1', 2, { price: '0.7' }), trade(6, 'e-2')],
+      }),
+      makePlan(consumerId, { fence, position: 8 }),
+    ];
+    const outcomes = await commitCheckpoints(db.pool, plans);
+    expect(outcomes).toEqual([
+      expect.objectContaining({ kind: 'committed', position: 4, version: fence.version + 1, applied: 1 }),
+      expect.objectContaining({ kind: 'committed', position: 6, version: fence.version + 2, applied: 2 }),
+      expect.objectContaining({ kind: 'committed', position: 8, version: fence.version + 3, applied: 0 }),
+    ]);
+    const state = await dumpState(db.pool, consumerId);
+    expect(state.checkpoint).toMatchObject({ position: 8, version: fence.version + 3 });
+    expect(state.executions.map((e) => [e.entityId, e.revision])).toEqual([
+      ['e-1', 2],
+      ['e-2', 1],
+    ]);
+    expect(state.volumes).toEqual({ 'm-1': '120/2' });
+    // The run as a whole is fenced: replaying it with its (now stale) fence writes nothing.
+    expect(await commitCheckpoints(db.pool, plans)).toEqual([expect.objectContaining({ kind: 'fenced' })]);
+    expect(await dumpState(db.pool, consumerId)).toEqual(state);
+  });
+
+  it('a conflict in the middle of a run keeps exactly the checkpoints before it', async () => {
+    const first = trade(4, 'e-1', {}, { eventId: 'ev-A' });
+    const { consumerId, fence } = await startConsumer(4, [first]);
+    const conflicting = trade(7, 'e-9', { price: '0.9' }, { eventId: 'ev-A' });
+    const outcomes = await commitCheckpoints(db.pool, [
+      makePlan(consumerId, { fence, position: 5, events: [trade(5, 'e-2')] }),
+      makePlan(consumerId, { fence, position: 6, events: [trade(6, 'e-3')] }),
+      makePlan(consumerId, { fence, position: 7, events: [{ ...conflicting, ordinal: 1 }] }),
+      makePlan(consumerId, { fence, position: 8, events: [trade(8, 'e-4')] }),
+    ]);
+    expect(outcomes).toEqual([
+      expect.objectContaining({ kind: 'committed', position: 5 }),
+      expect.objectContaining({ kind: 'committed', position: 6 }),
+      { kind: 'conflict', eventId: 'ev-A', savedHash: first.contentHash, incomingHash: conflicting.contentHash },
+    ]);
+    const state = await dumpState(db.pool, consumerId);
+    expect(state.checkpoint).toMatchObject({ position: 6, version: fence.version + 2 });
+    expect(state.executions.map((e) => e.entityId)).toEqual(['e-1', 'e-2', 'e-3']);
+  });
+
+  it('a held quarantine in the middle of a run: the earlier checkpoints commit, the held records are written', async () => {
+    const { consumerId, fence } = await startConsumer(3);
+    const orphan = correction(5, 'never-seen', 2);
+    const outcomes = await commitCheckpoints(db.pool, [
+      makePlan(consumerId, { fence, position: 4, events: [trade(4, 'e-1')] }),
+      makePlan(consumerId, { fence, position: 5, events: [orphan] }),
+      makePlan(consumerId, { fence, position: 6, events: [trade(6, 'e-2')] }),
+    ]);
+    expect(outcomes.map((o) => o.kind)).toEqual(['committed', 'held_quarantine']);
+    const state = await dumpState(db.pool, consumerId);
+    expect(state.checkpoint?.position).toBe(4);
+    expect(state.executions.map((e) => e.entityId)).toEqual(['e-1']);
+    expect(state.quarantine).toEqual([
+      { eventId: orphan.eventId, disposition: 'held', reason: 'unknown_correction_target' },
+    ]);
+  });
+
+  it('a plan the saved state refuses in the middle of a run: the earlier checkpoints commit, then InvalidPlan', async () => {
+    const { consumerId, fence } = await startConsumer(3);
+    const error = await commitCheckpoints(db.pool, [
+      makePlan(consumerId, { fence, position: 5, events: [trade(5, 'e-1')] }),
+      // behind the checkpoint before it
+      makePlan(consumerId, { fence, position: 4, events: [trade(4, 'e-2')] }),
+    ]).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidPlan);
+    expect((await dumpState(db.pool, consumerId)).checkpoint?.position).toBe(5);
   });
 });
 

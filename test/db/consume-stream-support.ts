@@ -1,7 +1,7 @@
 // Runs the consumeStream core against a real ReferenceStreamServer and a real test database, and folds the
 // server's journal independently so a test can say "every effect exactly once".
 import type pg from 'pg';
-import { acquireLease, commitCheckpoint } from '../../db/index.js';
+import { acquireLease, commitCheckpoints } from '../../db/index.js';
 import { consumeStream, type ConsumeStreamDeps } from '../../activities/consume-stream.js';
 import type { ConsumeOutcome, ConsumeStreamInput, StartDirective, StreamHeartbeat } from '../../activities/types.js';
 import { notional } from '../../protocol/decimal.js';
@@ -58,7 +58,7 @@ export function makeRun(
   const deps: ConsumeStreamDeps = {
     store: {
       acquireLease: (id, options) => acquireLease(pool, id, options),
-      commitCheckpoint: (plan) => commitCheckpoint(pool, plan),
+      commitCheckpoints: (plans) => commitCheckpoints(pool, plans),
     },
     config: {
       url: server.url,

@@ -5,7 +5,8 @@ import { filterHash } from '../../protocol/canonical.js';
 import { encodeServerFrame, PROTOCOL_NAME } from '../../protocol/codec.js';
 import { DatabaseBehind, LeaseLost, StreamTransportError } from '../../activities/stream-errors.js';
 import type { ConsumeOutcome } from '../../activities/types.js';
-import { acquireLease } from '../../db/index.js';
+import { acquireLease, commitCheckpoints, loadCommitted } from '../../db/index.js';
+import type { CheckpointPlan } from '../../protocol/types.js';
 import type { ReferenceStreamServer } from '../../simulator/server.js';
 import { useTestDatabase } from '../support/db.js';
 import {
@@ -271,6 +272,84 @@ describe('consumeStream stops and failures', () => {
     expect(error).toBeInstanceOf(LeaseLost);
     expect(zombie.committed).toEqual([]);
     expect(acksOf(s, 'c-zombie')).toEqual([]);
+  });
+
+  /**
+   * A run whose store holds the first commit of its resume session until a batch beyond `stagedBeyond` positions
+   * after it has been staged: only a session that stages while it commits gets there.
+   */
+  function heldRun(s: ReferenceStreamServer, consumerId: string, stagedBeyond: number, whileHeld = async () => {}) {
+    const calls: number[][] = [];
+    let armed = false;
+    let held: number | null = null;
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const run = makeRun(db.pool, s, consumerId, {
+      store: {
+        acquireLease: (id, options) => acquireLease(db.pool, id, options),
+        async commitCheckpoints(plans: readonly CheckpointPlan[]) {
+          if (armed) calls.push(plans.map((p) => p.checkpoint.position));
+          if (armed && held === null) {
+            held = plans[0]!.checkpoint.position;
+            await released;
+            await whileHeld();
+          }
+          return commitCheckpoints(db.pool, plans);
+        },
+      },
+      hooks: {
+        afterStage: (position) => {
+          if (held !== null && position > held + stagedBeyond) release();
+        },
+      },
+    });
+    return { run, calls, arm: () => (armed = true) };
+  }
+
+  it('stages the next checkpoints while one commits, commits them together, and ACKs each in order after its commit', async () => {
+    const s = await server({ journal: journal(60), checkpointEvery: 2 });
+    const { run, calls, arm } = heldRun(s, 'c-pipe', 5);
+    const ackedAhead: number[] = [];
+    run.deps.hooks = {
+      ...run.deps.hooks,
+      afterAck: async (position) => {
+        if (((await loadCommitted(db.pool, 'c-pipe'))?.position ?? 0) < position) ackedAhead.push(position);
+      },
+    };
+    await run.consume({ mode: 'from_floor', filter: everything });
+    arm();
+    expect((await resumeToHead(run, s, 'c-pipe')).kind).toBe('cancelled');
+
+    // The checkpoints completed while the first one was held were committed by one call.
+    expect(calls[0]).toHaveLength(1);
+    expect(calls[1]!.length).toBeGreaterThanOrEqual(2);
+    const acks = acksOf(s, 'c-pipe');
+    expect(acks).toEqual(run.committed);
+    expect(acks).toEqual([...acks].sort((a, b) => a - b));
+    expect(new Set(acks).size).toBe(acks.length);
+    expect(ackedAhead).toEqual([]);
+    const { executions } = await savedEffects(db.pool, 'c-pipe');
+    expect(executions).toEqual(foldExecutions(s.journal));
+    expect(s.rejectedAcks).toEqual([]);
+  });
+
+  it('a fenced commit discards the checkpoints staged behind it: none is committed or ACKed', async () => {
+    const s = await server({ journal: journal(60), checkpointEvery: 2 });
+    // While the first commit is held, a newer attempt takes the lease: that commit is fenced.
+    const { run, calls, arm } = heldRun(s, 'c-pipe-fenced', 5, async () => {
+      await acquireLease(db.pool, 'c-pipe-fenced');
+    });
+    await run.consume({ mode: 'from_floor', filter: everything });
+    const before = await savedEffects(db.pool, 'c-pipe-fenced');
+    const acked = acksOf(s, 'c-pipe-fenced');
+    arm();
+    const error = await run.consume({ mode: 'resume' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LeaseLost);
+    expect(calls).toHaveLength(1);
+    expect(acksOf(s, 'c-pipe-fenced')).toEqual(acked);
+    const after = await savedEffects(db.pool, 'c-pipe-fenced');
+    expect(after.state.checkpoint?.position).toBe(before.state.checkpoint?.position);
+    expect(after.executions).toEqual(before.executions);
   });
 
   it('refuses to run on a database behind the workflow copy', async () => {

@@ -5,7 +5,13 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { acquireLease, commitCheckpoint, recordGapDecision, StorageFailure } from '../../db/index.js';
+import {
+  acquireLease,
+  commitCheckpoint,
+  commitCheckpoints,
+  recordGapDecision,
+  StorageFailure,
+} from '../../db/index.js';
 import {
   addDecimal,
   compareDecimal,
@@ -14,7 +20,7 @@ import {
   parseDecimal,
   type Decimal,
 } from '../../protocol/decimal.js';
-import type { StagedEvent, StartMode } from '../../protocol/types.js';
+import type { CheckpointPlan, StagedEvent, StartMode } from '../../protocol/types.js';
 import { useTestDatabase } from '../support/db.js';
 import { committed, correction, makePlan, trade } from '../../bench/fixtures.js';
 import { appliedEvents } from './reference-fold.js';
@@ -103,7 +109,9 @@ type Action =
   | { kind: 'abort'; step: number }
   | { kind: 'lost_ack'; step: number }
   | { kind: 'zombie'; step: number }
-  | { kind: 'replay'; back: number; step: number };
+  | { kind: 'replay'; back: number; step: number }
+  /** consecutive checkpoints committed together (group commit) */
+  | { kind: 'group'; steps: number[] };
 const step = fc.integer({ min: 0, max: 6 });
 const actionArb: fc.Arbitrary<Action> = fc.oneof(
   { weight: 4, arbitrary: step.map((s) => ({ kind: 'commit' as const, step: s })) },
@@ -115,6 +123,10 @@ const actionArb: fc.Arbitrary<Action> = fc.oneof(
     arbitrary: fc
       .tuple(fc.integer({ min: 1, max: 12 }), step)
       .map(([back, s]) => ({ kind: 'replay' as const, back, step: s })),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.array(step, { minLength: 2, maxLength: 4 }).map((steps) => ({ kind: 'group' as const, steps })),
   },
 );
 
@@ -193,6 +205,36 @@ describe('commit path against the reference fold', () => {
               case 'commit':
                 await commit(action.step);
                 break;
+              case 'group': {
+                // The checkpoints a session stages while an earlier one commits: each continues the previous one,
+                // all carry the session's start mode and the fence it held when they were staged.
+                const plans: CheckpointPlan[] = [];
+                let from: number = replayFrom ?? saved ?? 0;
+                let floor: number = saved ?? 0;
+                for (const stepBy of action.steps) {
+                  const position = Math.min(end, Math.max(floor, from) + stepBy);
+                  const events = journal.filter((e) => e.position > from && e.position <= position);
+                  plans.push(
+                    makePlan(consumerId, {
+                      fence,
+                      position,
+                      events,
+                      startMode: mode,
+                      terminalReasons: ['unknown_correction_target'],
+                      whaleAlertMinNotional: WHALE_MIN,
+                    }),
+                  );
+                  from = position;
+                  floor = position;
+                }
+                const outcomes = await commitCheckpoints(db.pool, plans);
+                expect(outcomes.map((o) => o.kind)).toEqual(plans.map(() => 'committed'));
+                fence = { leaseEpoch: fence.leaseEpoch, version: committed(outcomes.at(-1)!).version };
+                saved = plans.at(-1)!.checkpoint.position;
+                mode = 'resume';
+                replayFrom = null;
+                break;
+              }
               case 'abort': {
                 await db.pool.query('INSERT INTO test_faults VALUES ($1)', [consumerId]);
                 try {
@@ -270,6 +312,46 @@ describe('commit path against the reference fold', () => {
         },
       ),
       { numRuns: 40 },
+    );
+  });
+
+  it('the one-statement commit leaves exactly what the read-decide-write transaction leaves', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        journalArb,
+        fc.array(step, { minLength: 1, maxLength: 8 }),
+        async ({ events: journal, end }, steps) => {
+          // Two consumers take the same checkpoints; a test cut point inside the transaction keeps the second on
+          // the exact path, while the first takes the one-statement commit whenever its events are all new.
+          const run = async (exact: boolean) => {
+            const consumerId = `equiv-${randomUUID()}`;
+            const lease = await acquireLease(db.pool, consumerId);
+            let fence = { leaseEpoch: lease.leaseEpoch, version: lease.version };
+            let saved = 0;
+            let first = true;
+            const outcomes = [];
+            for (const stepBy of [...steps, end]) {
+              const position = Math.min(end, saved + stepBy);
+              const plan = makePlan(consumerId, {
+                fence,
+                position,
+                events: journal.filter((e) => e.position > saved && e.position <= position),
+                startMode: first ? 'from_floor' : 'resume',
+                terminalReasons: ['unknown_correction_target'],
+                whaleAlertMinNotional: WHALE_MIN,
+              });
+              const outcome = committed(await commitCheckpoint(db.pool, plan, exact ? () => undefined : undefined));
+              outcomes.push(outcome);
+              fence = { leaseEpoch: fence.leaseEpoch, version: outcome.version };
+              saved = position;
+              first = false;
+            }
+            return { outcomes, state: await dumpState(db.pool, consumerId) };
+          };
+          expect(await run(false)).toEqual(await run(true));
+        },
+      ),
+      { numRuns: 30 },
     );
   });
 });

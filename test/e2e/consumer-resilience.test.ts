@@ -45,7 +45,7 @@ describe('fencing and continue-as-new', () => {
             newAttemptLeased.resolve();
             return state;
           },
-          commitCheckpoint: real.commitCheckpoint,
+          commitCheckpoints: real.commitCheckpoints,
         }),
         overrideActivities: (activities, { config }) => ({
           consumeStream(input) {
@@ -58,12 +58,12 @@ describe('fencing and continue-as-new', () => {
               log: silent,
               store: {
                 acquireLease: real.acquireLease,
-                async commitCheckpoint(plan) {
+                async commitCheckpoints(plans) {
                   await newAttemptLeased.promise;
                   try {
-                    const result = await real.commitCheckpoint(plan);
-                    zombieCommits.push(result.kind);
-                    return result;
+                    const outcomes = await real.commitCheckpoints(plans);
+                    zombieCommits.push(...outcomes.map((o) => o.kind));
+                    return outcomes;
                   } catch (error) {
                     zombieCommits.push(error instanceof Error ? error.name : 'error');
                     throw error;

@@ -2,6 +2,7 @@
 // server, real Postgres, the reference stream server. Each test asserts the saved rows and the ACKs the
 // server accepted.
 import { describe, expect, it } from 'vitest';
+import { commitOneAtATime } from '../../activities/commit-run.js';
 import { resolveQuarantineUpdate } from '../../workflows/definitions.js';
 import { useTestDatabase } from '../support/db.js';
 import { useResources } from '../support/leaks.js';
@@ -94,14 +95,16 @@ describe('consumer workflow over the stream', () => {
         journal,
         store: (real) => ({
           acquireLease: real.acquireLease,
-          async commitCheckpoint(plan) {
-            if (!failedOnce && plan.checkpoint.position === 4) {
-              failedOnce = true;
-              positionWhenFailed = (await savedState('crash-1')).position;
-              throw new Error('injected: the local transaction aborted before COMMIT');
-            }
-            return real.commitCheckpoint(plan);
-          },
+          commitCheckpoints: (plans) =>
+            commitOneAtATime(async (plan) => {
+              if (!failedOnce && plan.checkpoint.position === 4) {
+                failedOnce = true;
+                positionWhenFailed = (await savedState('crash-1')).position;
+                throw new Error('injected: the local transaction aborted before COMMIT');
+              }
+              const [outcome] = await real.commitCheckpoints([plan]);
+              return outcome!;
+            }, plans),
         }),
       },
       async ({ server, startConsumer }) => {

@@ -60,9 +60,9 @@ describe('consumer progress as the Temporal UI and `status` show it', () => {
     let slow = true;
     const store = (real: Store): Store => ({
       acquireLease: real.acquireLease,
-      async commitCheckpoint(plan) {
+      async commitCheckpoints(plans) {
         if (slow) await new Promise((resolve) => setTimeout(resolve, 400));
-        return real.commitCheckpoint(plan);
+        return real.commitCheckpoints(plans);
       },
     });
     await withConsumerStack(res, db, { journal, store }, async ({ server, taskQueue, startConsumer }) => {

@@ -55,82 +55,88 @@ describe('consumer progress as the Temporal UI and `status` show it', () => {
     const journal = journalOf(
       Array.from({ length: total }, (_, i) => ({ events: [trade(`p${i}`, 'mA', '0.5', '1')] })),
     );
-    // Commits are slowed (each well within the commit bound) until the test has seen a live refresh, so the
-    // replay is still under way, behind the head its hello announced, when the workflow hears of it.
+    // Commits are slowed (800 ms per checkpoint) until the test has seen a live refresh, so the replay is still
+    // under way, behind the head its hello announced, when the workflow hears of it. A small staging bound keeps
+    // the checkpoints waiting behind a commit (committed together) to a few, so the replay stays paced.
     let slow = true;
     const store = (real: Store): Store => ({
       acquireLease: real.acquireLease,
       async commitCheckpoints(plans) {
-        if (slow) await new Promise((resolve) => setTimeout(resolve, 400));
+        if (slow) await new Promise((resolve) => setTimeout(resolve, 800 * plans.length));
         return real.commitCheckpoints(plans);
       },
     });
-    await withConsumerStack(res, db, { journal, store }, async ({ server, taskQueue, startConsumer }) => {
-      const run = (...args: string[]) =>
-        runCli(
-          {
-            TEMPORAL_ADDRESS: temporalTarget().address,
-            TEMPORAL_NAMESPACE: temporalTarget().namespace,
-            TASK_QUEUE: taskQueue,
-            DATABASE_URL: db.url,
-          },
-          ...args,
+    await withConsumerStack(
+      res,
+      db,
+      { journal, store, env: { STAGING_MAX_EVENTS: '4' } },
+      async ({ server, taskQueue, startConsumer }) => {
+        const run = (...args: string[]) =>
+          runCli(
+            {
+              TEMPORAL_ADDRESS: temporalTarget().address,
+              TEMPORAL_NAMESPACE: temporalTarget().namespace,
+              TASK_QUEUE: taskQueue,
+              DATABASE_URL: db.url,
+            },
+            ...args,
+          );
+        // One lease for the whole test: any refresh of Current Details comes from the streaming run's signals.
+        const handle = await startConsumer({ consumerId, leaseMs: 600_000 });
+        await within(
+          server.waitForAck((a) => a.consumerId === consumerId && a.position >= 2),
+          60_000,
+          'the first ACK',
         );
-      // One lease for the whole test: any refresh of Current Details comes from the streaming run's signals.
-      const handle = await startConsumer({ consumerId, leaseMs: 600_000 });
-      await within(
-        server.waitForAck((a) => a.consumerId === consumerId && a.position >= 2),
-        60_000,
-        'the first ACK',
-      );
 
-      const liveDetails = (description: string, accept: (figures: Figures) => boolean) =>
-        waitFor(
-          async () => {
-            const figures = detailsFigures(await currentDetails(handle));
-            return figures !== null && accept(figures) && figures;
-          },
-          { description, timeoutMs: 30_000, intervalMs: 500 },
+        const liveDetails = (description: string, accept: (figures: Figures) => boolean) =>
+          waitFor(
+            async () => {
+              const figures = detailsFigures(await currentDetails(handle));
+              return figures !== null && accept(figures) && figures;
+            },
+            { description, timeoutMs: 30_000, intervalMs: 500 },
+          );
+        // The explicit first start's lease ends at its first commit (position 2); the next one runs to the end.
+        const first = await liveDetails('Current Details with a live position behind the head', (f) => f.position > 2);
+        const next = await liveDetails(
+          'Current Details refreshed within 30 s',
+          (f) => f.asOf !== first.asOf && f.position > first.position,
         );
-      // The explicit first start's lease ends at its first commit (position 2); the next one runs to the end.
-      const first = await liveDetails('Current Details with a live position behind the head', (f) => f.position > 2);
-      const next = await liveDetails(
-        'Current Details refreshed within 30 s',
-        (f) => f.asOf !== first.asOf && f.position > first.position,
-      );
-      expect((await handle.query(statusQuery)).runs).toBe(1); // no lease ended since: the refreshes came mid-lease
-      for (const live of [first, next]) {
-        expect(live.head).toBe(total);
-        expect(live.lag).toBe(live.head - live.position);
-        expect(live.lag).toBeGreaterThan(0);
-      }
+        expect((await handle.query(statusQuery)).runs).toBe(1); // no lease ended since: the refreshes came mid-lease
+        for (const live of [first, next]) {
+          expect(live.head).toBe(total);
+          expect(live.lag).toBe(live.head - live.position);
+          expect(live.lag).toBeGreaterThan(0);
+        }
 
-      const streaming = statusFigures((await run('status', '--consumer', consumerId)).stdout);
-      expect(streaming.lag).toBe(streaming.head - streaming.position);
-      const heartbeat = streamHeartbeat(await handle.describe());
-      expect(heartbeat?.headPosition).toBeGreaterThanOrEqual(heartbeat?.position ?? 0);
+        const streaming = statusFigures((await run('status', '--consumer', consumerId)).stdout);
+        expect(streaming.lag).toBe(streaming.head - streaming.position);
+        const heartbeat = streamHeartbeat(await handle.describe());
+        expect(heartbeat?.headPosition).toBeGreaterThanOrEqual(heartbeat?.position ?? 0);
 
-      slow = false;
-      await within(
-        server.waitForAck((a) => a.consumerId === consumerId && a.position === total),
-        60_000,
-        'the ACK of the last position',
-      );
-      expect((await run('pause', '--consumer', consumerId, '--actor', 'ops', '--reason', 'look')).code).toBe(0);
-      await waitForPhase(handle, 'paused');
-      for (const i of [1, 2, 3]) journal.append({ events: [trade(`late${i}`, 'mA', '0.5', '1')] });
+        slow = false;
+        await within(
+          server.waitForAck((a) => a.consumerId === consumerId && a.position === total),
+          60_000,
+          'the ACK of the last position',
+        );
+        expect((await run('pause', '--consumer', consumerId, '--actor', 'ops', '--reason', 'look')).code).toBe(0);
+        await waitForPhase(handle, 'paused');
+        for (const i of [1, 2, 3]) journal.append({ events: [trade(`late${i}`, 'mA', '0.5', '1')] });
 
-      // Paused, nothing is consumed: both show the last reading with its time, and a rate of 0.
-      const details = detailsFigures(await currentDetails(handle));
-      const text = await run('status', '--consumer', consumerId);
-      expect(text, text.stderr).toMatchObject({ code: 0 });
-      const paused = statusFigures(text.stdout);
-      expect(details).toEqual(paused);
-      expect(paused).toMatchObject({ position: total, head: total, lag: 0, rate: '0.0' });
-      expect(text.stdout).toContain("(the workflow's last reading");
-      const report = JSON.parse((await run('status', '--consumer', consumerId, '--json')).stdout) as ConsumerReport;
-      expect(report.status?.progress).toMatchObject({ position: total, head: total });
-    });
+        // Paused, nothing is consumed: both show the last reading with its time, and a rate of 0.
+        const details = detailsFigures(await currentDetails(handle));
+        const text = await run('status', '--consumer', consumerId);
+        expect(text, text.stderr).toMatchObject({ code: 0 });
+        const paused = statusFigures(text.stdout);
+        expect(details).toEqual(paused);
+        expect(paused).toMatchObject({ position: total, head: total, lag: 0, rate: '0.0' });
+        expect(text.stdout).toContain("(the workflow's last reading");
+        const report = JSON.parse((await run('status', '--consumer', consumerId, '--json')).stdout) as ConsumerReport;
+        expect(report.status?.progress).toMatchObject({ position: total, head: total });
+      },
+    );
   });
 
   it('replays every recorded history without nondeterminism and no history holds the API key', async () => {

@@ -7,7 +7,6 @@
 // shows, since the UI fetches and renders after load (and --virtual-time-budget hangs on the detail page).
 import { randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -33,6 +32,7 @@ import {
   statusQuery,
   type ConsumerStatus,
 } from '../workflows/definitions.js';
+import { freePort } from './free-port.js';
 
 const ADMIN_DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -373,20 +373,6 @@ async function createScratchDatabase(teardown: Teardown): Promise<string> {
   const url = new URL(ADMIN_DATABASE_URL);
   url.pathname = `/${name}`;
   return url.toString();
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => {
-        if (address && typeof address === 'object') resolvePort(address.port);
-        else reject(new Error('could not determine a free port'));
-      });
-    });
-  });
 }
 
 main().then(

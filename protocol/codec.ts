@@ -216,19 +216,29 @@ function parseWith<T>(schema: z.ZodType<T>, raw: unknown, side: 'server' | 'clie
   throw new WireError('invalid_frame', frameType, field || undefined, issue?.message ?? 'does not match the schema');
 }
 
-function parseJsonText(data: unknown, isBinary: boolean, maxFrameBytes: number): unknown {
+function parseJsonText(data: unknown, isBinary: boolean, maxFrameBytes: number): { raw: unknown; bytes: number } {
   if (isBinary)
     throw new WireError('binary_frame', undefined, undefined, 'binary messages are not part of the protocol');
-  const text = typeof data === 'string' ? data : Buffer.isBuffer(data) ? data.toString('utf8') : String(data);
-  const size = Buffer.byteLength(text, 'utf8');
+  // A Buffer's length is the frame's size on the wire: checked before it is decoded, and not measured again.
+  const buffer = Buffer.isBuffer(data);
+  const size = buffer ? data.length : Buffer.byteLength(typeof data === 'string' ? data : String(data), 'utf8');
   if (size > maxFrameBytes) {
     throw new WireError('frame_too_large', undefined, undefined, `${size} bytes exceeds the limit of ${maxFrameBytes}`);
   }
+  const text = typeof data === 'string' ? data : buffer ? data.toString('utf8') : String(data);
   try {
-    return JSON.parse(text);
+    return { raw: JSON.parse(text), bytes: size };
   } catch {
     throw new WireError('malformed_json', undefined, undefined, 'message is not valid JSON');
   }
+}
+
+/** The UTF-8 size of the message each decoded batch frame came from; staging bounds its bytes by it. */
+const batchWireBytes = new WeakMap<object, number>();
+
+/** The size of the message a batch was decoded from; undefined for a frame built in memory. */
+export function wireBytesOf(frame: ServerFrameOf<'batch'>): number | undefined {
+  return batchWireBytes.get(frame);
 }
 
 /** Decodes one server → client WebSocket message. Throws WireError. */
@@ -236,8 +246,10 @@ export function decodeServerFrame(
   data: unknown,
   opts: { isBinary?: boolean; maxFrameBytes?: number } = {},
 ): ServerFrame {
-  const raw = parseJsonText(data, opts.isBinary ?? false, opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES);
-  return decodedBatch(raw) ?? parseWith(serverFrameSchema, raw, 'server');
+  const { raw, bytes } = parseJsonText(data, opts.isBinary ?? false, opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES);
+  const frame = decodedBatch(raw) ?? parseWith(serverFrameSchema, raw, 'server');
+  if (frame.type === 'batch') batchWireBytes.set(frame, bytes);
+  return frame;
 }
 
 // ---- Fast path for `batch`, almost all of the stream's traffic. It accepts only what the zod schema accepts
@@ -322,7 +334,7 @@ export function decodeClientFrame(
   data: unknown,
   opts: { isBinary?: boolean; maxFrameBytes?: number } = {},
 ): ClientFrame {
-  const raw = parseJsonText(data, opts.isBinary ?? false, opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES);
+  const { raw } = parseJsonText(data, opts.isBinary ?? false, opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES);
   return parseWith(clientFrameSchema, raw, 'client');
 }
 

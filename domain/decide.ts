@@ -245,17 +245,13 @@ export function decideCommit(plan: DecidablePlan, existing: ExistingRows): Commi
     addDelta(after.market, notional, 1);
     executions.set(event.entityId, after);
     changed.add(event.entityId);
-    if (before) {
-      const { firstPosition: _first, lastPosition, ...superseded } = before;
-      revisions.push({ ...superseded, position: lastPosition });
-    }
+    if (before) revisions.push(superseded(before));
     if (alertThreshold !== null && compareExact(notional, alertThreshold) >= 0) {
-      const { firstPosition: _first, lastPosition: _last, ...state } = after;
       outbox.push({
         idempotencyKey: outboxKey(WHALE_ALERT, event.eventId),
         eventId: event.eventId,
         action: WHALE_ALERT,
-        payload: { kind: event.kind, position: event.position, ...state },
+        payload: alertPayload(event.kind, event.position, after),
       });
     }
     receipt(event, 'applied');
@@ -282,6 +278,45 @@ export function decideCommit(plan: DecidablePlan, existing: ExistingRows): Commi
       outbox,
       counts,
     },
+  };
+}
+
+// Field by field rather than by rest/spread, which copies through the generic (slow) path on every event.
+
+/** The state a correction replaced, at the position that had produced it. */
+function superseded(before: ExecutionState): RevisionWrite {
+  return {
+    entityId: before.entityId,
+    revision: before.revision,
+    market: before.market,
+    asset: before.asset,
+    side: before.side,
+    price: before.price,
+    size: before.size,
+    notional: before.notional,
+    wallet: before.wallet,
+    txHash: before.txHash,
+    eventId: before.eventId,
+    position: before.lastPosition,
+  };
+}
+
+/** A whale alert's payload: the event's kind and position, then the execution's state as applied. */
+function alertPayload(kind: string, position: number, after: ExecutionState): Record<string, unknown> {
+  return {
+    kind,
+    position,
+    entityId: after.entityId,
+    revision: after.revision,
+    market: after.market,
+    asset: after.asset,
+    side: after.side,
+    price: after.price,
+    size: after.size,
+    notional: after.notional,
+    wallet: after.wallet,
+    txHash: after.txHash,
+    eventId: after.eventId,
   };
 }
 

@@ -233,12 +233,20 @@ function parseJsonText(data: unknown, isBinary: boolean, maxFrameBytes: number):
   }
 }
 
-/** The UTF-8 size of the message each decoded batch frame came from; staging bounds its bytes by it. */
-const batchWireBytes = new WeakMap<object, number>();
+/**
+ * The last batch decoded and the UTF-8 size of its message, which staging bounds its bytes by. The streaming
+ * activity stages each frame right after decoding it, so one slot suffices; any other frame is measured by
+ * the caller. Not a WeakMap nor a property: per-frame ephemerons or property definitions cost more CPU than
+ * the JSON.stringify they replace.
+ */
+let lastBatch: object | null = null;
+let lastBatchBytes = 0;
 
-/** The size of the message a batch was decoded from; undefined for a frame built in memory. */
+/** The size of the message `frame` was decoded from, if it is the last batch decoded (read once), else undefined. */
 export function wireBytesOf(frame: ServerFrameOf<'batch'>): number | undefined {
-  return batchWireBytes.get(frame);
+  if (lastBatch !== frame) return undefined;
+  lastBatch = null; // not kept alive past its staging
+  return lastBatchBytes;
 }
 
 /** Decodes one server → client WebSocket message. Throws WireError. */
@@ -248,7 +256,10 @@ export function decodeServerFrame(
 ): ServerFrame {
   const { raw, bytes } = parseJsonText(data, opts.isBinary ?? false, opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES);
   const frame = decodedBatch(raw) ?? parseWith(serverFrameSchema, raw, 'server');
-  if (frame.type === 'batch') batchWireBytes.set(frame, bytes);
+  if (frame.type === 'batch') {
+    lastBatch = frame;
+    lastBatchBytes = bytes;
+  }
   return frame;
 }
 

@@ -1,19 +1,39 @@
-// `npm run bench -- <name>`: runs one benchmark by name. Benchmarks measure; tests never do.
+// `npm run bench -- <name>|all [--baseline <git-ref> | --no-baseline]`: runs benchmarks by name. Benchmarks
+// measure; tests never do. Each bench measures this checkout ("after") and, interleaved in the same run, the
+// baseline ref ("before", default today's main) checked out into a temporary git worktree; `all` then writes
+// bench/results/summary.md and the chart.
 import { runCommitBench } from './commit.js';
+import { runCpuBench } from './cpu.js';
 import { runStreamBench } from './stream.js';
+import { writeSummary } from './summary.js';
+import { baselineRef, checkoutBaseline, currentTarget, type BenchContext } from './support.js';
 import { runTakeoverBench } from './takeover.js';
 
-const BENCHES: Record<string, () => Promise<void>> = {
-  commit: runCommitBench,
+const BENCHES: Record<string, (ctx: BenchContext) => Promise<void>> = {
+  cpu: runCpuBench,
   stream: runStreamBench,
+  commit: runCommitBench,
   takeover: runTakeoverBench,
 };
+/** What `all` runs (takeover is a long kill -9 scenario of its own). */
+const ALL = ['cpu', 'stream', 'commit'];
 
-const name = process.argv[2];
-const bench = name ? BENCHES[name] : undefined;
-if (!bench) {
-  console.error(`usage: npm run bench -- <${Object.keys(BENCHES).join('|')}>`);
+const args = process.argv.slice(2);
+const name = args[0];
+const names = name === 'all' ? ALL : name && BENCHES[name] ? [name] : [];
+if (names.length === 0) {
+  console.error(
+    `usage: npm run bench -- <${Object.keys(BENCHES).join('|')}|all> [--baseline <git-ref> | --no-baseline]`,
+  );
   process.exitCode = 2;
 } else {
-  await bench();
+  const ref = baselineRef(args);
+  const before = ref ? checkoutBaseline(ref) : null;
+  try {
+    const ctx: BenchContext = { after: currentTarget(), before, args };
+    for (const bench of names) await BENCHES[bench]!(ctx);
+    if (name === 'all') writeSummary();
+  } finally {
+    before?.dispose();
+  }
 }

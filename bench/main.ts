@@ -4,6 +4,8 @@
 // bench/results/summary.md and the chart.
 import { runCommitBench } from './commit.js';
 import { runCpuBench } from './cpu.js';
+import { runJournalBench } from './journal.js';
+import { runScaleBench } from './scale.js';
 import { runStreamBench } from './stream.js';
 import { writeSummary } from './summary.js';
 import { baselineRef, checkoutBaseline, currentTarget, type BenchContext } from './support.js';
@@ -13,10 +15,15 @@ const BENCHES: Record<string, (ctx: BenchContext) => Promise<void>> = {
   cpu: runCpuBench,
   stream: runStreamBench,
   commit: runCommitBench,
+  journal: runJournalBench,
+  scale: runScaleBench,
   takeover: runTakeoverBench,
 };
-/** What `all` runs (takeover is a long kill -9 scenario of its own). */
-const ALL = ['cpu', 'stream', 'commit'];
+/**
+ * What `all` runs: takeover is a long kill -9 scenario of its own; scale needs a Temporal CLI (TEMPORAL_CLI), so it
+ * joins only when one is given.
+ */
+const ALL = ['cpu', 'stream', 'commit', 'journal', ...(process.env.TEMPORAL_CLI ? ['scale'] : [])];
 
 const args = process.argv.slice(2);
 const name = args[0];

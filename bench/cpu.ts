@@ -2,24 +2,19 @@
 // once from the reference server, go through decodeServerFrame, Session.receive (validation, staging, content
 // hashes, plans) and decideCommit (over the executions earlier plans wrote, with a whale-alert threshold) of
 // each measured tree.
-// With a baseline the two trees' modules are loaded into this one process and measured in alternating rounds,
-// so both see the same machine. Garbage collection stays inside the timed passes: it is part of the cost.
+// Every round runs each tree in a fresh process of its own (bench/cpu-run.ts), the trees alternating: two trees'
+// modules in one process slow each other down (shared call sites turn polymorphic), which skewed an earlier
+// in-process version of this bench. Garbage collection stays inside the timed passes: it is part of the cost.
 // Writes bench/results/cpu.json and cpu.md.
-import type { decideCommit as DecideCommit, ExecutionState, ExistingRows } from '../domain/decide.js';
-import type { decodeServerFrame as DecodeServerFrame } from '../protocol/codec.js';
-import type { Session as SessionClass } from '../protocol/session.js';
-import {
-  CAPTURE_CONSUMER,
-  captureFrames,
-  probeHead,
-  SEED,
-  startSimulator,
-  stopSimulator,
-  SUBSCRIPTION,
-} from './simulator-process.js';
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Pass } from './cpu-run.js';
+import { captureFrames, probeHead, SEED, startSimulator, stopSimulator } from './simulator-process.js';
 import {
   describeMachine,
-  importFrom,
+  ROOT,
   interleaved,
   machineState,
   median,
@@ -32,81 +27,30 @@ import {
 
 const TRANSITIONS = Number(process.env.BENCH_TRANSITIONS ?? 20_000);
 const CHECKPOINT_EVERY = 100;
-const ROUNDS = Number(process.env.BENCH_CPU_ROUNDS ?? 7);
-const WHALE_ALERT_MIN_NOTIONAL = '450';
-/** The worker's defaults (worker/config.ts): staging as a deployed consumer stages. */
-const STAGING = { maxEvents: 10_000, maxBytes: 16 * 1024 * 1024, maxAgeMs: 60_000 };
+export const WHALE_ALERT_MIN_NOTIONAL = '450';
+/** Processes per tree, the trees alternating; each reports the median of its timed passes. */
+const ROUNDS = Number(process.env.BENCH_CPU_ROUNDS ?? 5);
 
-interface Modules {
-  decodeServerFrame: typeof DecodeServerFrame;
-  Session: typeof SessionClass;
-  decideCommit: typeof DecideCommit;
-}
-
-async function load(target: Target): Promise<Modules> {
-  const codec = await importFrom<{ decodeServerFrame: typeof DecodeServerFrame }>(target, 'protocol/codec.ts');
-  const session = await importFrom<{ Session: typeof SessionClass }>(target, 'protocol/session.ts');
-  const decide = await importFrom<{ decideCommit: typeof DecideCommit }>(target, 'domain/decide.ts');
-  return { decodeServerFrame: codec.decodeServerFrame, Session: session.Session, decideCommit: decide.decideCommit };
-}
-
-/** µs per event of each stage, and the plans' outbox count (the same for both trees, or the bench is void). */
-interface Pass {
-  decodeUs: number;
-  stageUs: number;
-  decideUs: number;
-  totalUs: number;
-  alerts: number;
-}
-
-/** One frame at a time, as the streaming activity does: decode, Session.receive, decideCommit of each plan. */
-function pass(m: Modules, messages: Buffer[], events: number): Pass {
-  const session = new m.Session({
-    consumerId: CAPTURE_CONSUMER,
-    subscriptionId: SUBSCRIPTION,
-    filter: {},
-    start: { mode: 'from_floor' },
-    saved: null,
-    committedPosition: null,
-    fence: { leaseEpoch: 1, version: 0 },
-    quarantinePolicy: { terminalReasons: ['unsupported_kind', 'unknown_correction_target'] },
-    actions: { whaleAlertMinNotional: WHALE_ALERT_MIN_NOTIONAL },
-    staging: STAGING,
-    now: () => 0,
+function cpuRun(target: Target, framesFile: string, events: number): Promise<Pass> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/cpu-run.ts')], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: {
+      ...process.env,
+      BENCH_TARGET_ROOT: target.root,
+      BENCH_FRAMES_FILE: framesFile,
+      BENCH_EVENTS: String(events),
+    },
   });
-  // Each plan sees the executions the previous ones wrote, as the database would give them back.
-  const executions = new Map<string, ExecutionState>();
-  const saved: ExistingRows = { receipts: new Map(), quarantine: new Map(), executions };
-  let [decodeMs, stageMs, decideMs, alerts, version] = [0, 0, 0, 0, 0];
-  for (const message of messages) {
-    const t0 = performance.now();
-    const frame = m.decodeServerFrame(message);
-    const t1 = performance.now();
-    const actions = session.receive(frame);
-    const t2 = performance.now();
-    decodeMs += t1 - t0;
-    stageMs += t2 - t1;
-    for (const action of actions) {
-      if (action.type === 'reconnect' || action.type === 'stop')
-        throw new Error(`offline replay stopped: ${JSON.stringify(action)}`);
-      if (action.type !== 'commit') continue;
-      const t3 = performance.now();
-      const decision = m.decideCommit(action.plan, saved);
-      decideMs += performance.now() - t3;
-      if (decision.kind !== 'committed') throw new Error(`decideCommit: ${decision.kind}`);
-      for (const execution of decision.writes.executions) executions.set(execution.entityId, execution);
-      alerts += decision.writes.outbox.length;
-      session.committed(action.plan, { version: ++version });
-    }
-  }
-  const us = (ms: number) => (ms * 1000) / events;
-  return {
-    decodeUs: us(decodeMs),
-    stageUs: us(stageMs),
-    decideUs: us(decideMs),
-    totalUs: us(decodeMs + stageMs + decideMs),
-    alerts,
-  };
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
+  return new Promise((resolve, reject) => {
+    child.once('exit', (code) => {
+      const last = out.trim().split('\n').at(-1);
+      if (code !== 0 || !last) reject(new Error(`cpu run (${target.label}) exited with ${code}`));
+      else resolve(JSON.parse(last) as Pass);
+    });
+  });
 }
 
 export interface CpuRow {
@@ -128,21 +72,21 @@ export async function runCpuBench(ctx: BenchContext): Promise<void> {
   } finally {
     await stopSimulator(sim);
   }
-  // As the WebSocket hands them over: Buffers.
-  const messages = frames.map((text) => Buffer.from(text, 'utf8'));
   const events = frames.reduce(
     (n, text) => n + (text.includes('"type":"batch"') ? (JSON.parse(text) as { events: unknown[] }).events.length : 0),
     0,
   );
   const targets = ctx.before ? [ctx.after, ctx.before] : [ctx.after];
-  const modules = new Map<Target, Modules>();
-  for (const target of targets) modules.set(target, await load(target));
-
   const passes = new Map<Target, Pass[]>(targets.map((t) => [t, []]));
-  // One warm-up pass each, then alternating rounds.
-  for (const target of targets) pass(modules.get(target)!, messages, events);
-  for (let r = 0; r < ROUNDS; r++) {
-    for (const target of interleaved(ctx, r)) passes.get(target)!.push(pass(modules.get(target)!, messages, events));
+  const dir = await mkdtemp(join(tmpdir(), 'whalehunt-bench-cpu-'));
+  try {
+    const framesFile = join(dir, 'frames.json');
+    await writeFile(framesFile, JSON.stringify(frames));
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const target of interleaved(ctx, r)) passes.get(target)!.push(await cpuRun(target, framesFile, events));
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
   }
   const alertCounts = new Set(targets.map((t) => passes.get(t)![0]!.alerts));
   if (alertCounts.size !== 1)
@@ -169,8 +113,8 @@ export async function runCpuBench(ctx: BenchContext): Promise<void> {
     `${events} events in ${frames.length} captured frames (seed ${SEED}, ${TRANSITIONS} transitions, a checkpoint every`,
     `${CHECKPOINT_EVERY} batches, the worker's default staging limits) through decodeServerFrame, Session.receive and`,
     `decideCommit (each plan over the executions the previous ones wrote, quarantine terminal, whale alerts at ${WHALE_ALERT_MIN_NOTIONAL}: ${[...alertCounts][0]} alerts). Median of ${ROUNDS}`,
-    'rounds, trees alternating within each round, in one process; frames are fed one at a time, as the streaming',
-    'activity feeds them, and garbage collection is inside the timed passes.',
+    'rounds, each tree in a fresh process per round (a warm-up pass, then the median of 3), the trees alternating;',
+    'frames are fed one at a time, as the streaming activity feeds them; garbage collection is inside the timed passes.',
     describeMachine(start, end),
     '',
     ...table(

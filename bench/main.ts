@@ -1,4 +1,4 @@
-// `npm run bench -- <name>|all [--baseline <git-ref> | --no-baseline]`: runs benchmarks by name. Benchmarks
+// `npm run bench -- <name>|all|summary [--baseline <git-ref> | --no-baseline]`: runs benchmarks by name. Benchmarks
 // measure; tests never do. Each bench measures this checkout ("after") and, interleaved in the same run, the
 // baseline ref ("before", default today's main) checked out into a temporary git worktree; `all` then writes
 // bench/results/summary.md and the chart.
@@ -28,7 +28,10 @@ const ALL = ['cpu', 'stream', 'commit', 'journal', ...(process.env.TEMPORAL_CLI 
 const args = process.argv.slice(2);
 const name = args[0];
 const names = name === 'all' ? ALL : name && BENCHES[name] ? [name] : [];
-if (names.length === 0) {
+if (name === 'summary') {
+  // Rewrites summary.md and the chart from the results already in bench/results.
+  writeSummary();
+} else if (names.length === 0) {
   console.error(
     `usage: npm run bench -- <${Object.keys(BENCHES).join('|')}|all> [--baseline <git-ref> | --no-baseline]`,
   );

@@ -6,7 +6,7 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CpuRow } from './cpu.js';
 import type { StreamRow } from './stream.js';
-import { RESULTS, table, type MachineState } from './support.js';
+import { RESULTS, round, table, type MachineState } from './support.js';
 
 interface Series {
   eventsPerSecond: number;
@@ -19,6 +19,14 @@ interface CommitResult {
 interface StreamResult {
   end: MachineState;
   rows: StreamRow[];
+}
+interface JournalResult {
+  end: MachineState;
+  rows: { target: string; transitions: number; live: number; heapAfterLiveMb: number; maxRssMb: number }[];
+}
+interface ScaleResult {
+  end: MachineState;
+  rows: { workers: number; consumers: number; totalEventsPerSecond: number; speedup: number }[];
 }
 interface CpuResult {
   end: MachineState;
@@ -183,9 +191,29 @@ export function writeSummary(): void {
       '',
     );
   }
-  for (const extra of ['journal', 'scale']) {
-    const path = join(RESULTS, `${extra}.md`);
-    if (existsSync(path)) lines.push(`See bench/results/${extra}.md for the ${extra} bench.`, '');
+  const journal = read<JournalResult>('journal');
+  if (journal) {
+    lines.push(
+      `## reference server journal memory (${journal.end.at}, load ${journal.end.loadavg.join(' ')})`,
+      '',
+      ...table(
+        ['tree', 'transitions', 'live appends', 'live heap after live appends MB', 'peak RSS MB'],
+        journal.rows.map((r) => [r.target, r.transitions, r.live, round(r.heapAfterLiveMb), round(r.maxRssMb)]),
+      ),
+      '',
+    );
+  }
+  const scale = read<ScaleResult>('scale');
+  if (scale) {
+    lines.push(
+      `## scale through Temporal (${scale.end.at}, load ${scale.end.loadavg.join(' ')})`,
+      '',
+      ...table(
+        ['workers', 'consumers', 'total events/s', 'speed-up vs 1 consumer'],
+        scale.rows.map((r) => [r.workers, r.consumers, r.totalEventsPerSecond, r.speedup]),
+      ),
+      '',
+    );
   }
 
   const panels: Panel[] = [];

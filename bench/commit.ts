@@ -1,16 +1,25 @@
 // Commit throughput: commitCheckpoint against a minimal hand-written transaction of the same shape (dedup
 // INSERT + effects UPSERT + checkpoint UPDATE), on the same scratch database, in the same run, interleaved so
-// both see the same machine. Writes bench/results/commit.json and commit.md.
-import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { availableParallelism, loadavg } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+// both see the same machine. With a baseline, the baseline tree's commitCheckpoint runs too, on a scratch
+// database of its own migrated by that tree, in the same interleaving. Writes bench/results/commit.json and
+// commit.md.
 import type pg from 'pg';
-import { acquireLease, commitCheckpoint, createPool, migrate } from '../db/index.js';
+import { createPool } from '../db/index.js';
+import type * as Db from '../db/index.js';
+import { notional, compareDecimal, parseDecimal } from '../protocol/decimal.js';
 import { makePlan, trade } from './fixtures.js';
 import type { CheckpointPlan, StagedEvent } from '../protocol/types.js';
-import { percentile, withScratchDatabase } from './support.js';
+import {
+  describeMachine,
+  importFrom,
+  machineState,
+  percentile,
+  table,
+  withScratchDatabase,
+  writeResults,
+  type BenchContext,
+  type Target,
+} from './support.js';
 
 /** Checkpoint sizes; BENCH_SIZES=100,1000 narrows a run while investigating. */
 const SIZES = (process.env.BENCH_SIZES ?? '1,100,1000,10000').split(',').map(Number);
@@ -19,6 +28,9 @@ const ITERATIONS: Record<number, number> = { 1: 400, 100: 150, 1_000: 40, 10_000
 const DEFAULT_ITERATIONS = 20;
 const WARMUP = 3;
 const MARKETS = 20;
+const WHALE_ALERT_MIN_NOTIONAL = '450';
+/** Every WHALE_EVERY-th event is a whale: the outbox path is a tenth of the work, as the table says. */
+const WHALE_EVERY = 10;
 
 interface Series {
   /** events / summed latency over all iterations */
@@ -31,12 +43,17 @@ interface Series {
 }
 interface Row {
   size: number;
+  /** this tree's commitCheckpoint */
   commitCheckpoint: Series;
+  /** the baseline tree's commitCheckpoint, when a baseline is measured */
+  before: Series | null;
   handWritten: Series;
   /** commitCheckpoint events/s divided by the hand-written one's (mean-based). */
   ratio: number;
   /** the same ratio from median latencies */
   ratioAtP50: number;
+  /** the baseline's commitCheckpoint against the same hand-written runs */
+  ratioBefore: number | null;
 }
 
 const BASELINE_SCHEMA = `
@@ -98,7 +115,10 @@ function summarise(latencies: number[], size: number): Series {
   };
 }
 
-/** A stream of fresh checkpoints: every event new, a realistic spread over markets, ~10% whale alerts. */
+/**
+ * A stream of fresh checkpoints: every event new, a realistic spread over markets, exactly one in WHALE_EVERY a
+ * whale alert (notional >= 500 against the threshold of 450; every other event stays below 0.97 × 400.25 ≈ 388).
+ */
 function checkpointFactory(consumerId: string) {
   let position = 0;
   let serial = 0;
@@ -107,11 +127,14 @@ function checkpointFactory(consumerId: string) {
     position += 1;
     for (let ordinal = 1; ordinal <= size; ordinal++) {
       serial += 1;
+      const whale = serial % WHALE_EVERY === 0;
+      const price = whale ? `0.${50 + (serial % 47)}` : `0.${(serial % 97) + 1}`;
+      const size = whale ? `${1000 + (serial % 500)}.25` : `${(serial % 400) + 1}.25`;
       events.push(
         trade(
           position,
           `ent-${serial}`,
-          { market: `m-${serial % MARKETS}`, price: `0.${(serial % 97) + 1}`, size: `${(serial % 500) + 1}.25` },
+          { market: `m-${serial % MARKETS}`, price, size },
           { ordinal, eventId: `ev-${serial}` },
         ),
       );
@@ -120,97 +143,182 @@ function checkpointFactory(consumerId: string) {
       fence,
       position,
       events,
-      whaleAlertMinNotional: '450',
+      whaleAlertMinNotional: WHALE_ALERT_MIN_NOTIONAL,
       startMode: position === 1 ? 'from_floor' : 'resume',
     });
   };
 }
 
-export async function runCommitBench(): Promise<void> {
-  await withScratchDatabase(`whalehunt_bench_${randomBytes(4).toString('hex')}`, async (url) => {
-    const pool = createPool(url, { max: 2 });
-    try {
-      await migrate(pool);
-      await pool.query(BASELINE_SCHEMA);
-      const consumerId = 'bench';
-      const lease = await acquireLease(pool, consumerId);
-      let fence = { leaseEpoch: lease.leaseEpoch, version: lease.version };
-      const nextPlan = checkpointFactory(consumerId);
-      const baselinePlan = checkpointFactory('baseline');
-
-      const rows: Row[] = [];
-      for (const size of SIZES) {
-        const ours: number[] = [];
-        const theirs: number[] = [];
-        for (let i = 0; i < WARMUP + (ITERATIONS[size] ?? DEFAULT_ITERATIONS); i++) {
-          // Plans are built before the clock starts: only the database work is measured.
-          const plan = nextPlan(size, fence);
-          const base = baselinePlan(size, { leaseEpoch: 0, version: 0 });
-          let t = performance.now();
-          const result = await commitCheckpoint(pool, plan);
-          const ourMs = performance.now() - t;
-          if (result.kind !== 'committed') throw new Error(`bench commit did not commit: ${JSON.stringify(result)}`);
-          fence = { leaseEpoch: fence.leaseEpoch, version: result.version };
-          t = performance.now();
-          await handWrittenCommit(pool, base);
-          const theirMs = performance.now() - t;
-          if (i >= WARMUP) {
-            ours.push(ourMs);
-            theirs.push(theirMs);
-          }
-        }
-        const ourSeries = summarise(ours, size);
-        const theirSeries = summarise(theirs, size);
-        const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
-        const row: Row = {
-          size,
-          commitCheckpoint: ourSeries,
-          handWritten: theirSeries,
-          ratio: ratio(ourSeries.eventsPerSecond, theirSeries.eventsPerSecond),
-          ratioAtP50: ratio(ourSeries.eventsPerSecondAtP50, theirSeries.eventsPerSecondAtP50),
-        };
-        rows.push(row);
-        console.log(
-          `size ${size}: ${ourSeries.eventsPerSecond} ev/s vs ${theirSeries.eventsPerSecond} ev/s (ratio ${row.ratio}, at p50 ${row.ratioAtP50})`,
-        );
-      }
-      writeResults(rows);
-    } finally {
-      await pool.end();
+/** The share of a plan's events at or above the whale-alert threshold: what the outbox path is given. */
+function whaleShare(plans: CheckpointPlan[]): number {
+  const threshold = parseDecimal(WHALE_ALERT_MIN_NOTIONAL);
+  let whales = 0;
+  let events = 0;
+  for (const plan of plans) {
+    for (const event of plan.events) {
+      events += 1;
+      if (event.trade && compareDecimal(parseDecimal(notional(event.trade.price, event.trade.size)), threshold) >= 0)
+        whales += 1;
     }
-  });
+  }
+  return events === 0 ? 0 : Math.round((whales / events) * 1000) / 1000;
 }
 
-function writeResults(rows: Row[]): void {
-  const dir = join(dirname(fileURLToPath(import.meta.url)), 'results');
-  mkdirSync(dir, { recursive: true });
-  const meta = {
-    bench: 'commit',
-    at: new Date().toISOString(),
-    node: process.version,
-    targets: { 'ratio@1000': 0.6, 'ratio@100': 0.5 },
+/** A tree's commitCheckpoint on a scratch database of its own, migrated by that tree. */
+interface Committer {
+  target: Target;
+  commit(size: number): Promise<number>;
+  plans: CheckpointPlan[];
+}
+
+async function committer(target: Target, pool: pg.Pool, consumerId: string): Promise<Committer> {
+  const db = await importFrom<typeof Db>(target, 'db/index.ts');
+  await db.migrate(pool);
+  const lease = await db.acquireLease(pool, consumerId);
+  let fence = { leaseEpoch: lease.leaseEpoch, version: lease.version };
+  const nextPlan = checkpointFactory(consumerId);
+  const plans: CheckpointPlan[] = [];
+  return {
+    target,
+    plans,
+    async commit(size) {
+      // Plans are built before the clock starts: only the database work is measured.
+      const plan = nextPlan(size, fence);
+      if (plans.length < 50) plans.push(plan);
+      const t = performance.now();
+      const result = await db.commitCheckpoint(pool, plan);
+      const ms = performance.now() - t;
+      if (result.kind !== 'committed') throw new Error(`bench commit did not commit: ${JSON.stringify(result)}`);
+      fence = { leaseEpoch: fence.leaseEpoch, version: result.version };
+      return ms;
+    },
   };
-  writeFileSync(join(dir, 'commit.json'), `${JSON.stringify({ ...meta, rows }, null, 2)}\n`);
-  const lines = [
-    `# commit benchmark (${meta.at}, Node ${meta.node})`,
+}
+
+async function withPool<T>(url: string, fn: (pool: pg.Pool) => Promise<T>): Promise<T> {
+  const pool = createPool(url, { max: 2 });
+  try {
+    return await fn(pool);
+  } finally {
+    await pool.end();
+  }
+}
+
+export async function runCommitBench(ctx: BenchContext): Promise<void> {
+  const start = machineState();
+  await withScratchDatabase('whalehunt_bench_commit', (url) =>
+    withPool(url, async (pool) => {
+      const ours = await committer(ctx.after, pool, 'bench');
+      await pool.query(BASELINE_SCHEMA);
+      const measure = async (before: Committer | null) => {
+        const baselinePlan = checkpointFactory('baseline');
+        const rows: Row[] = [];
+        for (const size of SIZES) {
+          const series = { after: [] as number[], before: [] as number[], hand: [] as number[] };
+          for (let i = 0; i < WARMUP + (ITERATIONS[size] ?? DEFAULT_ITERATIONS); i++) {
+            const base = baselinePlan(size, { leaseEpoch: 0, version: 0 });
+            // Alternate who goes first, so neither always meets the other's checkpoint or autovacuum.
+            const steps: [keyof typeof series, () => Promise<number>][] = [
+              ['after', () => ours.commit(size)],
+              ...(before
+                ? [['before', () => before.commit(size)] as [keyof typeof series, () => Promise<number>]]
+                : []),
+              [
+                'hand',
+                async () => {
+                  const t = performance.now();
+                  await handWrittenCommit(pool, base);
+                  return performance.now() - t;
+                },
+              ],
+            ];
+            for (const [key, step] of i % 2 === 0 ? steps : steps.reverse()) {
+              const ms = await step();
+              if (i >= WARMUP) series[key].push(ms);
+            }
+          }
+          const ourSeries = summarise(series.after, size);
+          const beforeSeries = before ? summarise(series.before, size) : null;
+          const theirSeries = summarise(series.hand, size);
+          const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
+          const row: Row = {
+            size,
+            commitCheckpoint: ourSeries,
+            before: beforeSeries,
+            handWritten: theirSeries,
+            ratio: ratio(ourSeries.eventsPerSecond, theirSeries.eventsPerSecond),
+            ratioAtP50: ratio(ourSeries.eventsPerSecondAtP50, theirSeries.eventsPerSecondAtP50),
+            ratioBefore: beforeSeries ? ratio(beforeSeries.eventsPerSecond, theirSeries.eventsPerSecond) : null,
+          };
+          rows.push(row);
+          console.log(
+            `size ${size}: ${ourSeries.eventsPerSecond} ev/s` +
+              (beforeSeries ? ` (before ${beforeSeries.eventsPerSecond})` : '') +
+              ` vs hand-written ${theirSeries.eventsPerSecond} ev/s (ratio ${row.ratio}, at p50 ${row.ratioAtP50})`,
+          );
+        }
+        return rows;
+      };
+      const rows = ctx.before
+        ? await withScratchDatabase('whalehunt_bench_commit_before', (beforeUrl) =>
+            withPool(beforeUrl, async (beforePool) => measure(await committer(ctx.before!, beforePool, 'bench'))),
+          )
+        : await measure(null);
+      writeCommitResults(ctx, rows, whaleShare(ours.plans), start);
+    }),
+  );
+}
+
+function writeCommitResults(
+  ctx: BenchContext,
+  rows: Row[],
+  share: number,
+  start: ReturnType<typeof machineState>,
+): void {
+  const end = machineState();
+  const targets = { 'ratio@1000': 0.6, 'ratio@100': 0.5 };
+  const trees = { after: ctx.after.commit, before: ctx.before?.commit ?? null };
+  writeResults('commit', { bench: 'commit', start, end, trees, whaleAlertShare: share, targets, rows }, [
+    `# commit benchmark (${end.at})`,
     '',
     'commitCheckpoint (validate, fence, read receipts+executions, decide, receipts/executions/revisions/volumes/outbox/binding/checkpoint writes)',
-    'against a hand-written transaction of the same shape (dedup INSERT + effects UPSERT + checkpoint UPDATE), same database, interleaved.',
-    'Every event is a new trade, ~10% above the whale-alert threshold. events/s = events / summed latency (ratio);',
-    'the p50 ratio uses median latencies instead. Targets: ratio >= 0.6 at 1,000, >= 0.5 at 100.',
-    `Machine load average at the end of the run: ${loadavg()
-      .map((l) => l.toFixed(1))
-      .join(' ')} on ${availableParallelism()} cores.`,
+    'against a hand-written transaction of the same shape (dedup INSERT + effects UPSERT + checkpoint UPDATE), same database, interleaved',
+    `(the order alternating per iteration). Every event is a new trade; measured whale-alert share ${(share * 100).toFixed(1)}%`,
+    `(threshold ${WHALE_ALERT_MIN_NOTIONAL}). events/s = events / summed latency (ratio); the p50 ratio uses median latencies instead.`,
+    `Targets: ratio >= 0.6 at 1,000, >= 0.5 at 100. Trees: after ${trees.after}` +
+      (trees.before ? `, before ${trees.before} (its own scratch database, in the same interleaving).` : '.'),
+    describeMachine(start, end),
     '',
-    '| events/checkpoint | commitCheckpoint ev/s | p50 ms | p99 ms | hand-written ev/s | p50 ms | p99 ms | ratio | ratio at p50 |',
-    '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-    ...rows.map(
-      (r) =>
-        `| ${r.size} | ${r.commitCheckpoint.eventsPerSecond} | ${r.commitCheckpoint.p50Ms} | ${r.commitCheckpoint.p99Ms} | ` +
-        `${r.handWritten.eventsPerSecond} | ${r.handWritten.p50Ms} | ${r.handWritten.p99Ms} | ${r.ratio} | ${r.ratioAtP50} |`,
+    ...table(
+      [
+        'events/checkpoint',
+        'commitCheckpoint ev/s',
+        'p50 ms',
+        'p99 ms',
+        'before ev/s',
+        'before p50 ms',
+        'hand-written ev/s',
+        'p50 ms',
+        'p99 ms',
+        'ratio',
+        'ratio at p50',
+        'ratio before',
+      ],
+      rows.map((r) => [
+        r.size,
+        r.commitCheckpoint.eventsPerSecond,
+        r.commitCheckpoint.p50Ms,
+        r.commitCheckpoint.p99Ms,
+        r.before?.eventsPerSecond ?? '–',
+        r.before?.p50Ms ?? '–',
+        r.handWritten.eventsPerSecond,
+        r.handWritten.p50Ms,
+        r.handWritten.p99Ms,
+        r.ratio,
+        r.ratioAtP50,
+        r.ratioBefore ?? '–',
+      ]),
     ),
     '',
-  ];
-  writeFileSync(join(dir, 'commit.md'), lines.join('\n'));
-  console.log(lines.join('\n'));
+  ]);
 }

@@ -1,21 +1,51 @@
-// `npm run bench -- <name>`: runs one benchmark by name. Benchmarks measure; tests never do.
+// `npm run bench -- <name>|all|summary [--baseline <git-ref> | --no-baseline]`: runs benchmarks by name. Benchmarks
+// measure; tests never do. Each bench measures this checkout ("after") and, interleaved in the same run, the
+// baseline ref ("before", default today's main) checked out into a temporary git worktree; `all` then writes
+// bench/results/summary.md and the chart.
 import { runCommitBench } from './commit.js';
 import { runCommitLeanBench } from './commit-lean.js';
+import { runCpuBench } from './cpu.js';
+import { runJournalBench } from './journal.js';
+import { runScaleBench } from './scale.js';
 import { runStreamBench } from './stream.js';
+import { writeSummary } from './summary.js';
+import { baselineRef, checkoutBaseline, currentTarget, type BenchContext } from './support.js';
 import { runTakeoverBench } from './takeover.js';
 
-const BENCHES: Record<string, () => Promise<void>> = {
+const BENCHES: Record<string, (ctx: BenchContext) => Promise<void>> = {
+  cpu: runCpuBench,
+  stream: runStreamBench,
   commit: runCommitBench,
   'commit-lean': runCommitLeanBench,
-  stream: runStreamBench,
+  journal: runJournalBench,
+  scale: runScaleBench,
   takeover: runTakeoverBench,
 };
+/**
+ * What `all` runs: takeover is a long kill -9 scenario of its own; scale needs a Temporal CLI (TEMPORAL_CLI), so it
+ * joins only when one is given.
+ */
+const ALL = ['cpu', 'stream', 'commit', 'journal', ...(process.env.TEMPORAL_CLI ? ['scale'] : [])];
 
-const name = process.argv[2];
-const bench = name ? BENCHES[name] : undefined;
-if (!bench) {
-  console.error(`usage: npm run bench -- <${Object.keys(BENCHES).join('|')}>`);
+const args = process.argv.slice(2);
+const name = args[0];
+const names = name === 'all' ? ALL : name && BENCHES[name] ? [name] : [];
+if (name === 'summary') {
+  // Rewrites summary.md and the chart from the results already in bench/results.
+  writeSummary();
+} else if (names.length === 0) {
+  console.error(
+    `usage: npm run bench -- <${Object.keys(BENCHES).join('|')}|all> [--baseline <git-ref> | --no-baseline]`,
+  );
   process.exitCode = 2;
 } else {
-  await bench();
+  const ref = baselineRef(args);
+  const before = ref ? checkoutBaseline(ref) : null;
+  try {
+    const ctx: BenchContext = { after: currentTarget(), before, args };
+    for (const bench of names) await BENCHES[bench]!(ctx);
+    if (name === 'all') writeSummary();
+  } finally {
+    before?.dispose();
+  }
 }

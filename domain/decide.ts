@@ -4,16 +4,18 @@
 import { sameContent, type SavedContent } from '../protocol/canonical.js';
 import { isSupportedKind } from '../protocol/codec.js';
 import {
-  addDecimal,
-  compareDecimal,
-  formatDecimal,
-  mulDecimal,
-  parseDecimal,
-  subDecimal,
-  type Decimal,
+  addExact,
+  compareExact,
+  EXACT_ZERO,
+  formatExact,
+  isZeroExact,
+  mulExact,
+  negateExact,
+  parseExact,
+  type ExactDecimal,
 } from '../protocol/decimal.js';
 import { journalOrderProblem } from '../protocol/pages.js';
-import type { CheckpointPlan, QualityNotice, QuarantineReason } from '../protocol/types.js';
+import type { CheckpointPlan, QualityNotice, QuarantineReason, StagedEvent } from '../protocol/types.js';
 import { InvalidPlan } from './errors.js';
 import type { CommitConflict, HeldQuarantineItem } from './outcomes.js';
 
@@ -132,34 +134,55 @@ export function decideCommit(plan: DecidablePlan, existing: ExistingRows): Commi
   const seenInPlan = new Map<string, string>();
   const receipts: ReceiptWrite[] = [];
   const revisions: RevisionWrite[] = [];
-  const deltas = new Map<string, { volume: Decimal; count: number }>();
+  const deltas = new Map<string, { volume: ExactDecimal; count: number }>();
   const quarantine: QuarantineWrite[] = [];
   const held: QuarantineWrite[] = [];
   const outbox: OutboxWrite[] = [];
   const counts = { applied: 0, duplicates: 0, noEffect: 0, quarantined: 0 };
   const alertThreshold =
-    plan.actions.whaleAlertMinNotional === null ? null : parseDecimal(plan.actions.whaleAlertMinNotional);
+    plan.actions.whaleAlertMinNotional === null ? null : parseExact(plan.actions.whaleAlertMinNotional);
   const terminalReasons = new Set<QuarantineReason>(plan.quarantinePolicy.terminalReasons);
 
-  const current = (entityId: string): ExecutionState | undefined =>
-    executions.get(entityId) ?? existing.executions.get(entityId);
-  const addDelta = (market: string, amount: Decimal, count: number, sign: 1 | -1) => {
-    const entry = deltas.get(market) ?? { volume: { units: 0n, scale: 0 }, count: 0 };
-    entry.volume = sign === 1 ? addDecimal(entry.volume, amount) : subDecimal(entry.volume, amount);
-    entry.count += count * sign;
-    deltas.set(market, entry);
+  // Per-event helpers are created once per plan, not once per event.
+  const addDelta = (market: string, amount: ExactDecimal, count: number) => {
+    const entry = deltas.get(market);
+    if (entry === undefined) deltas.set(market, { volume: addExact(EXACT_ZERO, amount), count });
+    else {
+      entry.volume = addExact(entry.volume, amount);
+      entry.count += count;
+    }
+  };
+  const receipt = (event: StagedEvent, outcome: ReceiptOutcome) => {
+    receipts.push({
+      eventId: event.eventId,
+      contentHash: event.contentHash,
+      position: event.position,
+      ordinal: event.ordinal,
+      outcome,
+    });
+  };
+  const quarantineAs = (event: StagedEvent, record: ExistingQuarantine | undefined, reason: QuarantineReason) => {
+    const item: QuarantineWrite = {
+      eventId: event.eventId,
+      entityId: event.entityId,
+      kind: event.kind,
+      position: event.position,
+      ordinal: event.ordinal,
+      contentHash: event.contentHash,
+      reason,
+      disposition: 'terminal',
+    };
+    // An operator's release_terminal, or a policy naming this reason: a durable outcome, go on.
+    if (record?.disposition === 'terminal' || terminalReasons.has(reason)) {
+      quarantine.push(item);
+      receipt(event, 'quarantined');
+      counts.quarantined += 1;
+    } else {
+      held.push({ ...item, disposition: 'held' });
+    }
   };
 
   for (const event of plan.events) {
-    const receipt = (outcome: ReceiptOutcome) =>
-      receipts.push({
-        eventId: event.eventId,
-        contentHash: event.contentHash,
-        position: event.position,
-        ordinal: event.ordinal,
-        outcome,
-      });
-
     // Identity is what the event says, not where it was delivered: the same event at another position is a
     // duplicate too (PROTOCOL.md section 4).
     const saved = existing.receipts.get(event.eventId);
@@ -183,47 +206,26 @@ export function decideCommit(plan: DecidablePlan, existing: ExistingRows): Commi
     }
     seenInPlan.set(event.eventId, event.contentHash);
 
-    const quarantineAs = (reason: QuarantineReason) => {
-      const item: QuarantineWrite = {
-        eventId: event.eventId,
-        entityId: event.entityId,
-        kind: event.kind,
-        position: event.position,
-        ordinal: event.ordinal,
-        contentHash: event.contentHash,
-        reason,
-        disposition: 'terminal',
-      };
-      // An operator's release_terminal, or a policy naming this reason: a durable outcome, go on.
-      if (record?.disposition === 'terminal' || terminalReasons.has(reason)) {
-        quarantine.push(item);
-        receipt('quarantined');
-        counts.quarantined += 1;
-      } else {
-        held.push({ ...item, disposition: 'held' });
-      }
-    };
-
     if (!isSupportedKind(event.kind)) {
-      quarantineAs('unsupported_kind');
+      quarantineAs(event, record, 'unsupported_kind');
       continue;
     }
     const data = event.trade;
     if (data === null) throw new InvalidPlan(`event ${event.eventId}: ${event.kind} data is not a valid trade`);
-    const before = current(event.entityId);
+    const before = executions.get(event.entityId) ?? existing.executions.get(event.entityId);
 
     if (event.kind === 'correction' && before === undefined) {
-      quarantineAs('unknown_correction_target');
+      quarantineAs(event, record, 'unknown_correction_target');
       continue;
     }
     // A trade of an entity that exists, or a correction at or below the saved revision: already reflected.
     if (before !== undefined && (event.kind === 'trade' || event.revision <= before.revision)) {
-      receipt('no_effect');
+      receipt(event, 'no_effect');
       counts.noEffect += 1;
       continue;
     }
 
-    const notional = mulDecimal(parseDecimal(data.price), parseDecimal(data.size));
+    const notional = mulExact(parseExact(data.price), parseExact(data.size));
     const after: ExecutionState = {
       entityId: event.entityId,
       revision: event.revision,
@@ -232,31 +234,27 @@ export function decideCommit(plan: DecidablePlan, existing: ExistingRows): Commi
       side: data.side,
       price: data.price,
       size: data.size,
-      notional: formatDecimal(notional),
+      notional: formatExact(notional),
       wallet: data.wallet,
       txHash: data.txHash,
       firstPosition: before?.firstPosition ?? event.position,
       lastPosition: event.position,
       eventId: event.eventId,
     };
-    if (before) addDelta(before.market, parseDecimal(before.notional), 1, -1);
-    addDelta(after.market, notional, 1, 1);
+    if (before) addDelta(before.market, negateExact(parseExact(before.notional)), -1);
+    addDelta(after.market, notional, 1);
     executions.set(event.entityId, after);
     changed.add(event.entityId);
-    if (before) {
-      const { firstPosition: _first, lastPosition, ...superseded } = before;
-      revisions.push({ ...superseded, position: lastPosition });
-    }
-    if (alertThreshold !== null && compareDecimal(notional, alertThreshold) >= 0) {
-      const { firstPosition: _first, lastPosition: _last, ...state } = after;
+    if (before) revisions.push(superseded(before));
+    if (alertThreshold !== null && compareExact(notional, alertThreshold) >= 0) {
       outbox.push({
         idempotencyKey: outboxKey(WHALE_ALERT, event.eventId),
         eventId: event.eventId,
         action: WHALE_ALERT,
-        payload: { kind: event.kind, position: event.position, ...state },
+        payload: alertPayload(event.kind, event.position, after),
       });
     }
-    receipt('applied');
+    receipt(event, 'applied');
     counts.applied += 1;
   }
 
@@ -264,8 +262,8 @@ export function decideCommit(plan: DecidablePlan, existing: ExistingRows): Commi
 
   const marketDeltas: MarketDelta[] = [];
   for (const [market, delta] of deltas) {
-    if (delta.volume.units === 0n && delta.count === 0) continue;
-    marketDeltas.push({ market, volume: formatDecimal(delta.volume), count: delta.count });
+    if (isZeroExact(delta.volume) && delta.count === 0) continue;
+    marketDeltas.push({ market, volume: formatExact(delta.volume), count: delta.count });
   }
 
   return {
@@ -280,6 +278,45 @@ export function decideCommit(plan: DecidablePlan, existing: ExistingRows): Commi
       outbox,
       counts,
     },
+  };
+}
+
+// Field by field rather than by rest/spread, which copies through the generic (slow) path on every event.
+
+/** The state a correction replaced, at the position that had produced it. */
+function superseded(before: ExecutionState): RevisionWrite {
+  return {
+    entityId: before.entityId,
+    revision: before.revision,
+    market: before.market,
+    asset: before.asset,
+    side: before.side,
+    price: before.price,
+    size: before.size,
+    notional: before.notional,
+    wallet: before.wallet,
+    txHash: before.txHash,
+    eventId: before.eventId,
+    position: before.lastPosition,
+  };
+}
+
+/** A whale alert's payload: the event's kind and position, then the execution's state as applied. */
+function alertPayload(kind: string, position: number, after: ExecutionState): Record<string, unknown> {
+  return {
+    kind,
+    position,
+    entityId: after.entityId,
+    revision: after.revision,
+    market: after.market,
+    asset: after.asset,
+    side: after.side,
+    price: after.price,
+    size: after.size,
+    notional: after.notional,
+    wallet: after.wallet,
+    txHash: after.txHash,
+    eventId: after.eventId,
   };
 }
 

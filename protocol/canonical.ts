@@ -61,17 +61,58 @@ export const CONTENT_IDENTITY_PREFIX = 'v2:';
 
 /**
  * Content identity of an event (PROTOCOL.md section 4): `v2:` + hex SHA-256 of canonicalJson({kind, entityId,
- * revision, data}), written out with its keys already in sorted order (data, entityId, kind, revision): the same
- * bytes without sorting per event. Same eventId + same identity is a duplicate, a different one a conflict.
+ * revision, data}). Same eventId + same identity is a duplicate, a different one a conflict.
  */
 export function eventContentHash(event: EventContent): string {
+  return CONTENT_IDENTITY_PREFIX + sha256Hex(contentIdentityJson(event));
+}
+
+/**
+ * canonicalJson({kind, entityId, revision, data}) without sorting per event. The keys are written in their
+ * sorted order (data, entityId, kind, revision); data of the trade shape (exactly its seven keys, all strings)
+ * is rebuilt with its keys inserted in sorted order so that one native JSON.stringify writes the canonical
+ * bytes; any other data goes through the generic canonicalJson. A property test holds both to canonicalJson.
+ */
+export function contentIdentityJson(event: EventContent): string {
+  const { kind, entityId, revision } = event;
+  const trade = sortedTradeShape(event.data);
+  if (trade !== undefined && typeof kind === 'string' && typeof entityId === 'string' && Number.isFinite(revision)) {
+    return JSON.stringify({ data: trade, entityId, kind, revision });
+  }
   return (
-    CONTENT_IDENTITY_PREFIX +
-    sha256Hex(
-      `{"data":${canonicalJson(event.data)},"entityId":${canonicalJson(event.entityId)},` +
-        `"kind":${canonicalJson(event.kind)},"revision":${canonicalJson(event.revision)}}`,
-    )
+    `{"data":${canonicalJson(event.data)},"entityId":${canonicalJson(entityId)},` +
+    `"kind":${canonicalJson(kind)},"revision":${canonicalJson(revision)}}`
   );
+}
+
+/** The trade-shaped data with its keys in sorted order, or undefined for any other shape. */
+function sortedTradeShape(data: unknown): Record<string, string> | undefined {
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) return undefined;
+  const { asset, market, price, side, size, txHash, wallet } = data as Record<string, unknown>;
+  if (
+    typeof asset !== 'string' ||
+    typeof market !== 'string' ||
+    typeof price !== 'string' ||
+    typeof side !== 'string' ||
+    typeof size !== 'string' ||
+    typeof txHash !== 'string' ||
+    typeof wallet !== 'string'
+  ) {
+    return undefined;
+  }
+  // Exactly the seven as own enumerable keys (what Object.keys lists), so nothing else is left to sort in.
+  let own = 0;
+  for (const key in data)
+    if (Object.prototype.hasOwnProperty.call(data, key) && ++own > TRADE_KEY_NAMES.length) return undefined;
+  if (own !== TRADE_KEY_NAMES.length || !allOwnEnumerable(data)) return undefined;
+  return { asset, market, price, side, size, txHash, wallet };
+}
+
+const TRADE_KEY_NAMES = ['asset', 'market', 'price', 'side', 'size', 'txHash', 'wallet'] as const;
+
+function allOwnEnumerable(data: object): boolean {
+  for (const key of TRADE_KEY_NAMES) if (!Object.prototype.propertyIsEnumerable.call(data, key)) return false;
+  return true;
 }
 
 /** Where a receipt or quarantine record was first saved, and the content hash it was saved with. */

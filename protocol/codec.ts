@@ -216,19 +216,37 @@ function parseWith<T>(schema: z.ZodType<T>, raw: unknown, side: 'server' | 'clie
   throw new WireError('invalid_frame', frameType, field || undefined, issue?.message ?? 'does not match the schema');
 }
 
-function parseJsonText(data: unknown, isBinary: boolean, maxFrameBytes: number): unknown {
+function parseJsonText(data: unknown, isBinary: boolean, maxFrameBytes: number): { raw: unknown; bytes: number } {
   if (isBinary)
     throw new WireError('binary_frame', undefined, undefined, 'binary messages are not part of the protocol');
-  const text = typeof data === 'string' ? data : Buffer.isBuffer(data) ? data.toString('utf8') : String(data);
-  const size = Buffer.byteLength(text, 'utf8');
+  // A Buffer's length is the frame's size on the wire: checked before it is decoded, and not measured again.
+  const buffer = Buffer.isBuffer(data);
+  const size = buffer ? data.length : Buffer.byteLength(typeof data === 'string' ? data : String(data), 'utf8');
   if (size > maxFrameBytes) {
     throw new WireError('frame_too_large', undefined, undefined, `${size} bytes exceeds the limit of ${maxFrameBytes}`);
   }
+  const text = typeof data === 'string' ? data : buffer ? data.toString('utf8') : String(data);
   try {
-    return JSON.parse(text);
+    return { raw: JSON.parse(text), bytes: size };
   } catch {
     throw new WireError('malformed_json', undefined, undefined, 'message is not valid JSON');
   }
+}
+
+/**
+ * The last batch decoded and the UTF-8 size of its message, which staging bounds its bytes by. The streaming
+ * activity stages each frame right after decoding it, so one slot suffices; any other frame is measured by
+ * the caller. Not a WeakMap nor a property: per-frame ephemerons or property definitions cost more CPU than
+ * the JSON.stringify they replace.
+ */
+let lastBatch: object | null = null;
+let lastBatchBytes = 0;
+
+/** The size of the message `frame` was decoded from, if it is the last batch decoded (read once), else undefined. */
+export function wireBytesOf(frame: ServerFrameOf<'batch'>): number | undefined {
+  if (lastBatch !== frame) return undefined;
+  lastBatch = null; // not kept alive past its staging
+  return lastBatchBytes;
 }
 
 /** Decodes one server → client WebSocket message. Throws WireError. */
@@ -236,8 +254,13 @@ export function decodeServerFrame(
   data: unknown,
   opts: { isBinary?: boolean; maxFrameBytes?: number } = {},
 ): ServerFrame {
-  const raw = parseJsonText(data, opts.isBinary ?? false, opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES);
-  return decodedBatch(raw) ?? parseWith(serverFrameSchema, raw, 'server');
+  const { raw, bytes } = parseJsonText(data, opts.isBinary ?? false, opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES);
+  const frame = decodedBatch(raw) ?? parseWith(serverFrameSchema, raw, 'server');
+  if (frame.type === 'batch') {
+    lastBatch = frame;
+    lastBatchBytes = bytes;
+  }
+  return frame;
 }
 
 // ---- Fast path for `batch`, almost all of the stream's traffic. It accepts only what the zod schema accepts
@@ -322,7 +345,7 @@ export function decodeClientFrame(
   data: unknown,
   opts: { isBinary?: boolean; maxFrameBytes?: number } = {},
 ): ClientFrame {
-  const raw = parseJsonText(data, opts.isBinary ?? false, opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES);
+  const { raw } = parseJsonText(data, opts.isBinary ?? false, opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES);
   return parseWith(clientFrameSchema, raw, 'client');
 }
 

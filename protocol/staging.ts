@@ -3,7 +3,7 @@
 // (position, ordinal) because the server delivers them that way and every frame is checked against the
 // previous one; observedAt is carried, never used for ordering.
 import { eventContentHash } from './canonical.js';
-import { isSupportedKind, parseTradeData, type ServerFrameOf, type WireEvent } from './codec.js';
+import { isSupportedKind, parseTradeData, wireBytesOf, type ServerFrameOf, type WireEvent } from './codec.js';
 import { ProtocolViolation } from './session-fence.js';
 import type { Binding, CheckpointPlan, QualityNotice, StagedEvent, StartMode } from './types.js';
 
@@ -127,24 +127,30 @@ export class StagingBuffer {
         `${frame.matchedEventCount} exceeds sourceEventCount ${frame.sourceEventCount}`,
       );
     }
-    const staged: StagedEvent[] = [];
-    let bytes = 0;
-    let previousOrdinal = 0;
-    frame.events.forEach((event, index) => {
-      if (event.ordinal <= previousOrdinal || event.ordinal > frame.sourceEventCount) {
-        throw new ProtocolViolation(
-          'ordinal_order',
-          'batch',
-          `events.${index}.ordinal`,
-          `${event.ordinal} must be above ${previousOrdinal} and at most sourceEventCount ${frame.sourceEventCount}`,
-        );
+    // Staged straight into the buffer; a batch that fails validation or a bound is taken out again.
+    const events = this.#events;
+    const stagedBefore = events.length;
+    const bytes = frame.events.length === 0 ? 0 : batchBytes(frame);
+    try {
+      let previousOrdinal = 0;
+      for (let index = 0; index < frame.events.length; index++) {
+        const event = frame.events[index]!;
+        if (event.ordinal <= previousOrdinal || event.ordinal > frame.sourceEventCount) {
+          throw new ProtocolViolation(
+            'ordinal_order',
+            'batch',
+            `events.${index}.ordinal`,
+            `${event.ordinal} must be above ${previousOrdinal} and at most sourceEventCount ${frame.sourceEventCount}`,
+          );
+        }
+        previousOrdinal = event.ordinal;
+        events.push(toStagedEvent(event, frame.position));
       }
-      previousOrdinal = event.ordinal;
-      staged.push(toStagedEvent(event, frame.position));
-      bytes += approximateBytes(event);
-    });
-    this.#checkBounds(this.#events.length + staged.length, this.#bytes + bytes);
-    this.#events.push(...staged);
+      this.#checkBounds(events.length, this.#bytes + bytes);
+    } catch (error) {
+      events.length = stagedBefore;
+      throw error;
+    }
     this.#bytes += bytes;
     this.#batches += 1;
     this.#lastBatchPosition = frame.position;
@@ -254,9 +260,12 @@ export class StagingBuffer {
   }
 }
 
-/** Size of an event as delivered; a bound on memory, not an exact wire size. */
-function approximateBytes(event: object): number {
-  return Buffer.byteLength(JSON.stringify(event), 'utf8');
+/**
+ * Size of a batch's events as delivered: the message it was decoded from (known without serialising again), or
+ * for a frame built in memory its JSON. A bound on memory, not an exact wire size.
+ */
+function batchBytes(frame: ServerFrameOf<'batch'>): number {
+  return wireBytesOf(frame) ?? Buffer.byteLength(JSON.stringify(frame), 'utf8');
 }
 
 /** Stable merge by position: the snapshot's notice precedes a streamed one at the same position. */

@@ -2,8 +2,13 @@
 // each with 1..n source events and optional quality changes. A seeded generator produces realistic
 // Polymarket activity (whales and small wallets trading Yes/No tokens, corrections of earlier trades,
 // jittered observedAt), so every test and benchmark can rebuild the exact same stream from a seed.
+// Generated transitions are not kept: the journal keeps the generator's state at the start of each run of
+// `runLength` generated transitions and regenerates a run when it is read (the `cachedRuns` most recently read
+// ones kept), so memory is bounded by the cache, not by the journal's length: small at hundreds of thousands of
+// transitions and under long live appends. Only transitions that were not generated here (explicit appends,
+// redeliveries, a loaded file) are stored.
 import { createReadStream } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { z } from 'zod';
 import { canonicalJson } from '../protocol/canonical.js';
@@ -51,6 +56,9 @@ export interface GeneratorOptions {
   maxEventsPerTransition?: number;
   /** observedAt of the first transition. */
   startTime?: string;
+  /** Memory against CPU (see DEFAULT_RUN_LENGTH, DEFAULT_CACHED_RUNS). */
+  runLength?: number;
+  cachedRuns?: number;
 }
 
 export const DEFAULT_SCOPES = ['polymarket:clob', 'polymarket:chain'] as const;
@@ -126,11 +134,29 @@ interface KnownTrade {
   data: Record<string, unknown>;
 }
 
+interface GeneratorSettings {
+  correctionRate: number;
+  qualityRate: number;
+  maxEventsPerTransition: number;
+  scopes: readonly string[];
+}
+
+/** Everything the generator's next transitions depend on: restoring it regenerates them exactly. */
+interface GeneratorState {
+  universe: Universe;
+  settings: GeneratorSettings;
+  rngState: number;
+  recentTrades: KnownTrade[];
+  clockMs: number;
+  entitySeq: number;
+}
+
 /** Produces the next transitions of a seeded market; its state continues across calls (live appends). */
 class ActivityGenerator {
-  private readonly rng: () => number;
+  /** mulberry32's state, kept here so that it can be saved and restored. */
+  private rngState: number;
   /** Recent trades are the correction targets (a bounded window keeps generation O(1) per event). */
-  private readonly recentTrades: KnownTrade[] = [];
+  private recentTrades: KnownTrade[] = [];
   private readonly tradesById = new Map<string, KnownTrade>();
   private clockMs: number;
   private entitySeq = 0;
@@ -138,16 +164,41 @@ class ActivityGenerator {
   constructor(
     private readonly universe: Universe,
     rngSeed: number,
-    private readonly settings: {
-      correctionRate: number;
-      qualityRate: number;
-      maxEventsPerTransition: number;
-      scopes: readonly string[];
-    },
+    private readonly settings: GeneratorSettings,
     startMs: number,
   ) {
-    this.rng = mulberry32(rngSeed);
+    this.rngState = rngSeed >>> 0;
     this.clockMs = startMs;
+  }
+
+  /** The same sequence as mulberry32(rngSeed). */
+  private rng(): number {
+    this.rngState = (this.rngState + 0x6d2b79f5) >>> 0;
+    let t = this.rngState;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  }
+
+  /** A copy of the state (corrections mutate the window's trades, so they are copied too). */
+  snapshot(): GeneratorState {
+    return {
+      universe: this.universe,
+      settings: this.settings,
+      rngState: this.rngState,
+      recentTrades: this.recentTrades.map((t) => ({ ...t })),
+      clockMs: this.clockMs,
+      entitySeq: this.entitySeq,
+    };
+  }
+
+  static restore(state: GeneratorState): ActivityGenerator {
+    const generator = new ActivityGenerator(state.universe, 0, state.settings, state.clockMs);
+    generator.rngState = state.rngState;
+    generator.entitySeq = state.entitySeq;
+    generator.recentTrades = state.recentTrades.map((t) => ({ ...t }));
+    for (const trade of generator.recentTrades) generator.tradesById.set(trade.entityId, trade);
+    return generator;
   }
 
   /** Makes trades already in the journal (a loaded file) available as correction targets. */
@@ -293,11 +344,59 @@ interface QualityLogEntry extends QualityChange {
   position: number;
 }
 
+/**
+ * Generated transitions per run: what one regeneration costs at most, and how often the generator's state
+ * (its 512-trade correction window, ~250 KB) is saved.
+ */
+export const DEFAULT_RUN_LENGTH = 4096;
+/**
+ * Runs kept materialised (most recently read): a journal of up to runLength × cachedRuns transitions is
+ * generated once and never again; a longer one is regenerated run by run as readers move through it.
+ */
+export const DEFAULT_CACHED_RUNS = 8;
+
+/** Transitions as the generator made them, without positions (retention and rebuilds move those). */
+interface TransitionContent {
+  events: JournalEvent[];
+  quality: QualityChange[];
+}
+
+/** A run of generated transitions: the generator's state and the event sequence before its first one. */
+interface GeneratedRun {
+  state: GeneratorState;
+  firstEventSeq: number;
+  lastEventSeq: number;
+  count: number;
+}
+
+/**
+ * Retained transitions at contiguous or increasing positions: a slice of a generated run (regenerated when
+ * read) or transitions stored as they are. `firstIndex` is the segment's index among retained transitions.
+ */
+type Segment =
+  | { kind: 'generated'; run: GeneratedRun; from: number; count: number; firstPosition: number; firstIndex: number }
+  | { kind: 'stored'; transitions: Transition[]; firstIndex: number };
+
+const segmentLength = (segment: Segment): number =>
+  segment.kind === 'generated' ? segment.count : segment.transitions.length;
+const firstPositionOf = (segment: Segment): number =>
+  segment.kind === 'generated' ? segment.firstPosition : (segment.transitions[0] as Transition).position;
+const lastPositionOf = (segment: Segment): number =>
+  segment.kind === 'generated'
+    ? segment.firstPosition + segment.count - 1
+    : (segment.transitions.at(-1) as Transition).position;
+
 export class Journal {
-  private transitions: Transition[] = [];
+  private segments: Segment[] = [];
+  /** Every generated run, retained or not, in event-sequence order: eventIds stay resolvable. */
+  private readonly runs: GeneratedRun[] = [];
+  private readonly cache = new Map<GeneratedRun, TransitionContent[]>();
   private qualityLog: QualityLogEntry[] = [];
-  /** Every event ever appended, by eventId (retention does not forget them: a redelivery may repeat one). */
-  private readonly eventsById = new Map<string, JournalEvent>();
+  /**
+   * Every stored (not generated) event ever appended, by eventId: retention does not forget them, since a
+   * redelivery may repeat one. Generated events are found through their run.
+   */
+  private readonly storedEventsById = new Map<string, JournalEvent>();
   private readonly appendListeners = new Set<AppendListener>();
   private readonly rebuildListeners = new Set<() => void>();
   private headPosition = 0;
@@ -307,6 +406,8 @@ export class Journal {
   private generator: ActivityGenerator;
   private historyIdValue: string;
   private floorValue = 1;
+  private runLength = DEFAULT_RUN_LENGTH;
+  private cachedRuns = DEFAULT_CACHED_RUNS;
   readonly mappings: Mappings;
   readonly scopes: readonly string[];
 
@@ -343,6 +444,8 @@ export class Journal {
         historyId: `hist-${(opts.seed >>> 0).toString(16)}`,
       },
     );
+    journal.runLength = opts.runLength ?? DEFAULT_RUN_LENGTH;
+    journal.cachedRuns = opts.cachedRuns ?? DEFAULT_CACHED_RUNS;
     for (let i = 0; i < opts.transitions; i++) journal.appendGenerated();
     return journal;
   }
@@ -389,11 +492,12 @@ export class Journal {
     if (!journal) throw new JournalError('invalid_journal_file', `${file} is empty`);
     // Live appends continue deterministically from where the file ends.
     journal.generator = journal.reseededGenerator();
-    for (const t of journal.transitions) for (const e of t.events) journal.generator.remember(e);
+    for (const t of journal.range(0, journal.head)) for (const e of t.events) journal.generator.remember(e);
     journal.floorValue = Math.max(journal.floorValue, 1);
     return journal;
   }
 
+  /** Writes the header and every retained transition, a line each, streaming (the journal may be large). */
   async save(file: string): Promise<void> {
     const header = {
       record: 'header',
@@ -403,11 +507,20 @@ export class Journal {
       scopes: this.scopes,
       universe: this.universeSize,
     };
-    const lines = [
-      JSON.stringify(header),
-      ...this.transitions.map((t) => JSON.stringify({ record: 'transition', ...t })),
-    ];
-    await writeFile(file, `${lines.join('\n')}\n`, 'utf8');
+    const handle = await open(file, 'w');
+    try {
+      let chunk = `${JSON.stringify(header)}\n`;
+      for (const t of this.range(0, this.headPosition)) {
+        chunk += `${JSON.stringify({ record: 'transition', ...t })}\n`;
+        if (chunk.length > 1 << 20) {
+          await handle.write(chunk, null, 'utf8');
+          chunk = '';
+        }
+      }
+      await handle.write(chunk, null, 'utf8');
+    } finally {
+      await handle.close();
+    }
   }
 
   get historyId(): string {
@@ -423,8 +536,21 @@ export class Journal {
   get history(): History {
     return { id: this.historyIdValue, floor: this.floorValue, head: this.headPosition };
   }
+  /** Retained transitions. */
   get size(): number {
-    return this.transitions.length;
+    const last = this.segments.at(-1);
+    return last ? last.firstIndex + segmentLength(last) : 0;
+  }
+
+  /**
+   * Transitions held in memory right now (stored ones and the cached runs): what stays small for a large
+   * generated journal. For tests and the journal bench.
+   */
+  get residentTransitions(): number {
+    let n = 0;
+    for (const segment of this.segments) if (segment.kind === 'stored') n += segment.transitions.length;
+    for (const run of this.cache.values()) n += run.length;
+    return n;
   }
 
   /** Appends one transition at head + 1 and tells live listeners. */
@@ -448,7 +574,7 @@ export class Journal {
     if (eventIds.length === 0)
       throw new JournalError('empty_transition', 'a transition holds at least one source event');
     const events = eventIds.map((eventId, i): JournalEvent => {
-      const earlier = this.eventsById.get(eventId);
+      const earlier = this.eventById(eventId);
       if (!earlier) throw new JournalError('unknown_event_id', `eventId ${eventId} is not in the journal`);
       return { ...earlier, ordinal: i + 1 };
     });
@@ -461,9 +587,44 @@ export class Journal {
     return transition;
   }
 
-  /** Appends the generator's next transition. */
+  /** Appends the generator's next transition; it is kept as part of a run, not stored. */
   appendGenerated(): Transition {
-    return this.append(this.generator.next());
+    const last = this.segments.at(-1);
+    const open =
+      last?.kind === 'generated' &&
+      last.from + last.count === last.run.count &&
+      last.run.count < this.runLength &&
+      last.run.lastEventSeq === this.eventSeq
+        ? last
+        : undefined;
+    const run: GeneratedRun = open?.run ?? {
+      state: this.generator.snapshot(),
+      firstEventSeq: this.eventSeq,
+      lastEventSeq: this.eventSeq,
+      count: 0,
+    };
+    const content = generatedContent(this.generator.next(), this.eventSeq, this.seed);
+    const transition: Transition = { position: this.headPosition + 1, ...content };
+    this.eventSeq += content.events.length;
+    for (const q of transition.quality) this.qualityLog.push({ ...q, position: transition.position });
+    this.headPosition = transition.position;
+    run.count += 1;
+    run.lastEventSeq = this.eventSeq;
+    this.cache.get(run)?.push(content);
+    if (open) open.count += 1;
+    else {
+      this.runs.push(run);
+      this.segments.push({
+        kind: 'generated',
+        run,
+        from: 0,
+        count: 1,
+        firstPosition: transition.position,
+        firstIndex: this.size,
+      });
+    }
+    for (const listener of this.appendListeners) listener(transition);
+    return transition;
   }
 
   /** Appends `perSecond` generated transitions per second until stopped (or the server closes). */
@@ -498,7 +659,19 @@ export class Journal {
       );
     }
     this.floorValue = position;
-    this.transitions = this.transitions.slice(this.indexAfter(position - 1));
+    const kept: Segment[] = [];
+    for (const segment of this.segments) {
+      if (lastPositionOf(segment) < position) continue;
+      if (firstPositionOf(segment) >= position) kept.push(segment);
+      else if (segment.kind === 'generated') {
+        const skip = position - segment.firstPosition;
+        kept.push({ ...segment, from: segment.from + skip, count: segment.count - skip, firstPosition: position });
+      } else {
+        kept.push({ ...segment, transitions: segment.transitions.filter((t) => t.position >= position) });
+      }
+    }
+    this.segments = kept;
+    this.reindex();
   }
 
   /**
@@ -513,16 +686,18 @@ export class Journal {
       throw new JournalError('invalid_shift', `a rebuild shift is a non-negative integer, got ${shift}`);
     this.rebuilds += 1;
     this.historyIdValue = `${this.historyIdValue.replace(/-r\d+$/, '')}-r${this.rebuilds}`;
-    const renumber = new Map<number, number>();
-    this.transitions = this.transitions.map((t, i) => {
-      renumber.set(t.position, shift + i + 1);
-      return { ...t, position: shift + i + 1 };
-    });
+    // A retained position moves to shift + its index + 1; a quality change below the floor goes.
     this.qualityLog = this.qualityLog.flatMap((q) => {
-      const position = renumber.get(q.position);
-      return position === undefined ? [] : [{ ...q, position }];
+      const index = this.indexAfter(q.position - 1);
+      return this.positionAtIndex(index) === q.position ? [{ ...q, position: shift + index + 1 }] : [];
     });
-    this.headPosition = this.transitions.at(-1)?.position ?? shift;
+    this.segments = this.segments.map((segment): Segment => {
+      const first = shift + segment.firstIndex + 1;
+      return segment.kind === 'generated'
+        ? { ...segment, firstPosition: first }
+        : { ...segment, transitions: segment.transitions.map((t, i) => ({ ...t, position: first + i })) };
+    });
+    this.headPosition = shift + this.size;
     this.floorValue = 1;
     for (const listener of this.rebuildListeners) listener();
   }
@@ -530,28 +705,43 @@ export class Journal {
   /** Index of the first retained transition with position > `position` (binary search). */
   indexAfter(position: number): number {
     let lo = 0;
-    let hi = this.transitions.length;
+    let hi = this.segments.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if ((this.transitions[mid] as Transition).position <= position) lo = mid + 1;
+      if (lastPositionOf(this.segments[mid] as Segment) <= position) lo = mid + 1;
       else hi = mid;
     }
-    return lo;
+    const segment = this.segments[lo];
+    if (!segment) return this.size;
+    if (segment.kind === 'generated') return segment.firstIndex + Math.max(0, position + 1 - segment.firstPosition);
+    let l = 0;
+    let h = segment.transitions.length;
+    while (l < h) {
+      const mid = (l + h) >>> 1;
+      if ((segment.transitions[mid] as Transition).position <= position) l = mid + 1;
+      else h = mid;
+    }
+    return segment.firstIndex + l;
   }
 
   at(index: number): Transition | undefined {
-    return this.transitions[index];
+    const segment = this.segmentAt(index);
+    if (!segment) return undefined;
+    const k = index - segment.firstIndex;
+    if (segment.kind === 'stored') return segment.transitions[k];
+    const content = this.materialise(segment.run)[segment.from + k] as TransitionContent;
+    return { position: segment.firstPosition + k, events: content.events, quality: content.quality };
   }
 
   transitionAt(position: number): Transition | undefined {
-    const t = this.transitions[this.indexAfter(position - 1)];
+    const t = this.at(this.indexAfter(position - 1));
     return t?.position === position ? t : undefined;
   }
 
   /** Retained transitions with after < position <= upTo, in journal order. */
   *range(after: number, upTo: number): Generator<Transition> {
-    for (let i = this.indexAfter(after); i < this.transitions.length; i++) {
-      const t = this.transitions[i] as Transition;
+    for (let i = this.indexAfter(after); i < this.size; i++) {
+      const t = this.at(i) as Transition;
       if (t.position > upTo) return;
       yield t;
     }
@@ -579,7 +769,7 @@ export class Journal {
     }
     const inTransition = new Set<string>();
     for (const e of transition.events) {
-      const earlier = this.eventsById.get(e.eventId);
+      const earlier = this.eventById(e.eventId);
       if (inTransition.has(e.eventId) || (earlier && !(opts.redelivery && sameContent(earlier, e)))) {
         throw new JournalError(
           'duplicate_event_id',
@@ -589,23 +779,100 @@ export class Journal {
       inTransition.add(e.eventId);
     }
     for (const e of transition.events) {
-      if (!this.eventsById.has(e.eventId)) this.eventsById.set(e.eventId, e);
+      if (!this.eventById(e.eventId)) this.storedEventsById.set(e.eventId, e);
       const seq = /^ev-[0-9a-f]+-([0-9a-z]+)$/.exec(e.eventId)?.[1];
       if (seq !== undefined) this.eventSeq = Math.max(this.eventSeq, parseInt(seq, 36));
     }
     for (const q of transition.quality) this.qualityLog.push({ ...q, position: transition.position });
-    this.transitions.push(transition);
+    const last = this.segments.at(-1);
+    if (last?.kind === 'stored') last.transitions.push(transition);
+    else this.segments.push({ kind: 'stored', transitions: [transition], firstIndex: this.size });
     this.headPosition = transition.position;
+  }
+
+  /** The first event appended with this eventId, stored or generated. */
+  private eventById(eventId: string): JournalEvent | undefined {
+    const stored = this.storedEventsById.get(eventId);
+    if (stored) return stored;
+    const match = /^ev-([0-9a-f]+)-([0-9a-z]+)$/.exec(eventId);
+    if (!match || match[1] !== (this.seed >>> 0).toString(16)) return undefined;
+    const seq = parseInt(match[2] as string, 36);
+    // The run whose events took the sequence numbers firstEventSeq + 1 .. lastEventSeq.
+    let lo = 0;
+    let hi = this.runs.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((this.runs[mid] as GeneratedRun).lastEventSeq < seq) lo = mid + 1;
+      else hi = mid;
+    }
+    const run = this.runs[lo];
+    if (!run || seq <= run.firstEventSeq) return undefined;
+    for (const content of this.materialise(run)) {
+      const event = content.events.find((e) => e.eventId === eventId);
+      if (event) return event;
+    }
+    return undefined;
+  }
+
+  /** A run's transitions, regenerated from its saved generator state unless recently used. */
+  private materialise(run: GeneratedRun): TransitionContent[] {
+    const cached = this.cache.get(run);
+    if (cached) {
+      // Most recently used last.
+      this.cache.delete(run);
+      this.cache.set(run, cached);
+      return cached;
+    }
+    const generator = ActivityGenerator.restore(run.state);
+    const contents: TransitionContent[] = [];
+    let seq = run.firstEventSeq;
+    for (let i = 0; i < run.count; i++) {
+      const content = generatedContent(generator.next(), seq, this.seed);
+      seq += content.events.length;
+      contents.push(content);
+    }
+    this.cache.set(run, contents);
+    if (this.cache.size > this.cachedRuns) this.cache.delete(this.cache.keys().next().value as GeneratedRun);
+    return contents;
+  }
+
+  private segmentAt(index: number): Segment | undefined {
+    let lo = 0;
+    let hi = this.segments.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      const segment = this.segments[mid] as Segment;
+      if (segment.firstIndex + segmentLength(segment) <= index) lo = mid + 1;
+      else hi = mid;
+    }
+    const segment = this.segments[lo];
+    return segment && index >= segment.firstIndex ? segment : undefined;
+  }
+
+  private positionAtIndex(index: number): number | undefined {
+    const segment = this.segmentAt(index);
+    if (!segment) return undefined;
+    const k = index - segment.firstIndex;
+    return segment.kind === 'generated' ? segment.firstPosition + k : segment.transitions[k]?.position;
+  }
+
+  private reindex(): void {
+    let index = 0;
+    this.segments = this.segments.filter((segment) => segmentLength(segment) > 0);
+    for (const segment of this.segments) {
+      segment.firstIndex = index;
+      index += segmentLength(segment);
+    }
   }
 
   private nextEventId(): string {
     this.eventSeq += 1;
-    return `ev-${(this.seed >>> 0).toString(16)}-${this.eventSeq.toString(36).padStart(7, '0')}`;
+    return eventIdOf(this.seed, this.eventSeq);
   }
 
   private reseededGenerator(): ActivityGenerator {
     const universe = buildUniverse({ seed: this.seed, ...this.universeSize });
-    const last = this.transitions.at(-1)?.events.at(-1);
+    const last = this.at(this.size - 1)?.events.at(-1);
     const startMs = last ? Date.parse(last.observedAt) : Date.parse('2026-01-01T00:00:00.000Z');
     return new ActivityGenerator(
       universe,
@@ -619,6 +886,20 @@ export class Journal {
       Number.isFinite(startMs) ? startMs : 0,
     );
   }
+}
+
+function eventIdOf(seed: number, seq: number): string {
+  return `ev-${(seed >>> 0).toString(16)}-${seq.toString(36).padStart(7, '0')}`;
+}
+
+/** A generated transition's events as `append` writes them: ordinals, and eventIds after `eventSeq`. */
+function generatedContent(next: NewTransition, eventSeq: number, seed: number): TransitionContent {
+  let seq = eventSeq;
+  const events = next.events.map((e, i): JournalEvent => {
+    seq += 1;
+    return { ...e, ordinal: i + 1, eventId: eventIdOf(seed, seq) };
+  });
+  return { events, quality: next.quality ?? [] };
 }
 
 export class JournalError extends Error {

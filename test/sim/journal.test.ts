@@ -163,4 +163,33 @@ describe('Journal', () => {
     expect(journal.qualityAt(115)).toEqual(qualityAt20);
     expect(journal.appendGenerated().position).toBe(116);
   });
+
+  it('keeps no generated transition in memory: it serves what it published, regenerated, within a few runs', () => {
+    // Short runs and a small cache, so that a few thousand transitions go through regeneration and eviction.
+    const [RUN_LENGTH, CACHED_RUNS] = [64, 2];
+    const journal = Journal.generate({ seed: 11, transitions: 0, runLength: RUN_LENGTH, cachedRuns: CACHED_RUNS });
+    const published: Transition[] = [];
+    journal.onAppend((t) => published.push(structuredClone(t)));
+    const runs = 40;
+    for (let i = 0; i < runs * RUN_LENGTH; i++) {
+      journal.appendGenerated();
+      // An explicit append and a redelivery in between: stored, and the generated runs around them unchanged.
+      if (i === 2 * RUN_LENGTH + 5) {
+        const earlier = journal.transitionAt(3)!.events[0]!;
+        journal.redeliver([earlier.eventId]);
+        journal.append({ events: [{ ...earlier, eventId: 'ev-explicit', entityId: 'explicit-1' }] });
+      }
+    }
+    const resident = () => journal.residentTransitions;
+    // At most the cached runs plus the two stored transitions, however long the journal grows.
+    expect(resident()).toBeLessThanOrEqual(CACHED_RUNS * RUN_LENGTH + 2);
+    expect(all(journal)).toEqual(published);
+    expect(resident()).toBeLessThanOrEqual(CACHED_RUNS * RUN_LENGTH + 2);
+    // Backward reads (a page source's `before`) and lookups by eventId regenerate as needed.
+    expect(journal.at(5)).toEqual(published[5]);
+    const late = published.at(-1)!.events[0]!;
+    expect(journal.redeliver([late.eventId]).events[0]).toEqual({ ...late, ordinal: 1 });
+    journal.setRetentionFloor(RUN_LENGTH + 7);
+    expect(all(journal)).toEqual(published.slice(RUN_LENGTH + 6));
+  });
 });

@@ -1,9 +1,11 @@
 // Content identity (PROTOCOL.md section 4): what the event says (kind, entityId, revision, data), not where it
 // was delivered; and the exact comparison with receipts saved under the legacy hash that included the position
 // and ordinal.
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   canonicalJson,
+  contentIdentityJson,
   CONTENT_IDENTITY_PREFIX,
   eventContentHash,
   legacyEventContentHash,
@@ -52,6 +54,55 @@ describe('eventContentHash', () => {
     expect(trade(4, 'e-1', { price: '0.51' }).contentHash).not.toBe(a.contentHash);
     expect(correction(4, 'e-1', 2).contentHash).not.toBe(correction(4, 'e-1', 3).contentHash);
     expect(eventContentHash({ ...content, kind: 'correction' })).not.toBe(eventContentHash(content));
+  });
+});
+
+/** Trade-shaped data (the specialised path) and its near misses: a key missing, added, or not a string. */
+const anyText = fc.oneof(
+  fc.string(),
+  fc.string({ unit: 'binary' }),
+  fc.constantFrom('', '"', '\\', '\u2028', '\ud800'),
+);
+const tradeShaped = fc.record({
+  market: anyText,
+  asset: anyText,
+  side: anyText,
+  price: anyText,
+  size: anyText,
+  wallet: anyText,
+  txHash: anyText,
+});
+const eventData = fc.oneof(
+  tradeShaped,
+  tradeShaped.chain((data) =>
+    fc
+      .tuple(
+        fc.constantFrom(...Object.keys(data)),
+        fc.constantFrom('delete', 'replace', 'add', 'proto'),
+        fc.jsonValue(),
+      )
+      .map(([key, how, value]) => {
+        const copy: Record<string, unknown> = { ...data };
+        if (how === 'delete') delete copy[key];
+        if (how === 'replace') copy[key] = value;
+        if (how === 'add') copy[`${key}2`] = value;
+        // JSON.parse makes "__proto__" an own key, as a wire message can.
+        return how === 'proto' ? (JSON.parse(JSON.stringify(copy).replace('{', '{"__proto__":1,')) as object) : copy;
+      }),
+  ),
+  fc.dictionary(fc.string(), fc.jsonValue()),
+);
+
+describe('contentIdentityJson', () => {
+  it('is byte for byte the generic canonical JSON of kind, entityId, revision and data, for any data', () => {
+    fc.assert(
+      fc.property(anyText, anyText, fc.integer({ min: 1 }), eventData, (kind, entityId, revision, data) => {
+        const event = { kind, entityId, revision, data: data as Record<string, unknown> };
+        expect(contentIdentityJson(event)).toBe(canonicalJson(event));
+        expect(eventContentHash(event)).toBe(`${CONTENT_IDENTITY_PREFIX}${sha256Hex(canonicalJson(event))}`);
+      }),
+      { numRuns: 2_000 },
+    );
   });
 });
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { filterHash } from '../../protocol/canonical.js';
-import type { ServerFrameOf } from '../../protocol/codec.js';
+import { decodeServerFrame, type ServerFrameOf } from '../../protocol/codec.js';
 import { ProtocolViolation } from '../../protocol/session-fence.js';
 import { StagingBoundExceeded, StagingBuffer, type StagingContext } from '../../protocol/staging.js';
 import { FILTER } from './stream-fixtures.js';
@@ -117,6 +117,18 @@ describe('StagingBuffer', () => {
     const staging = buffer();
     staging.checkpoint(checkpoint(13, 0), commit);
     expect(() => staging.checkpoint(checkpoint(12, 0), commit)).toThrow(/checkpoint frame at position/);
+  });
+
+  it('counts a decoded batch at the size of the message it came from, and refuses one beyond maxBytes', () => {
+    const message = Buffer.from(JSON.stringify(batch(11, [1, 2])));
+    const staging = buffer({ limits: { maxEvents: 100, maxBytes: message.length * 2, maxAgeMs: 1_000 } });
+    staging.stageBatch(decodeServerFrame(message) as ServerFrameOf<'batch'>);
+    expect(staging.size).toMatchObject({ events: 2, bytes: message.length, batches: 1 });
+    // The same events padded with whitespace: a larger message, over the remaining budget.
+    const padded = Buffer.from(`${JSON.stringify(batch(12, [1, 2]))}${' '.repeat(message.length)}`);
+    expect(() => staging.stageBatch(decodeServerFrame(padded) as ServerFrameOf<'batch'>)).toThrow(StagingBoundExceeded);
+    // A refused batch leaves nothing of itself staged.
+    expect(staging.size).toMatchObject({ events: 2, bytes: message.length, batches: 1 });
   });
 
   it('measures age from the oldest staged item with the injected clock', () => {

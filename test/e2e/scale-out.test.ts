@@ -46,6 +46,8 @@ describe('two worker processes on one task queue', () => {
       LOG_LEVEL: 'INFO',
       MAX_CONCURRENT_ACTIVITIES: String(SLOTS_PER_WORKER),
       DATABASE_POOL_SIZE: '4',
+      // Few checkpoints wait behind a commit (they commit together), so the crash lands mid-stream.
+      STAGING_MAX_EVENTS: '40',
     };
     // The doomed worker SIGKILLs itself at its first commit at or past a third of the journal: mid-stream.
     const crashAt = Math.floor(journal.head / 3);

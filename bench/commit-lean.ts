@@ -1,15 +1,15 @@
 // commitCheckpoint against the leanest correct commit of the same checkpoint (issue 12): ONE prepared, fenced
 // statement — `UPDATE checkpoint … RETURNING` feeding `unnest … ON CONFLICT` inserts of receipts and effects — in
 // autocommit, on the same scratch database, interleaved so both see the same machine. Also commitCheckpoints
-// over runs of small checkpoints (group commit) against committing the same run one at a time. Prints a table;
-// writes nothing (bench/commit.ts owns bench/results).
+// over runs of small checkpoints (group commit) against committing the same run one at a time. Writes
+// bench/results/commit-lean.json and commit-lean.md.
 import { randomBytes } from 'node:crypto';
 import { availableParallelism, loadavg } from 'node:os';
 import type pg from 'pg';
 import { acquireLease, commitCheckpoint, commitCheckpoints, createPool, migrate } from '../db/index.js';
 import { makePlan, trade } from './fixtures.js';
 import type { CheckpointPlan, StagedEvent } from '../protocol/types.js';
-import { percentile, withScratchDatabase } from './support.js';
+import { percentile, withScratchDatabase, writeResults } from './support.js';
 
 const SIZES = (process.env.BENCH_SIZES ?? '100,1000').split(',').map(Number);
 const ITERATIONS: Record<number, number> = { 100: 150, 1_000: 40 };
@@ -198,7 +198,11 @@ export async function runCommitLeanBench(): Promise<void> {
           .map((l) => l.toFixed(1))
           .join(' ')}.`,
       );
-      console.log(lines.join('\n'));
+      writeResults('commit-lean', { bench: 'commit-lean', date: new Date().toISOString(), report: lines }, [
+        `# commit-lean benchmark (${new Date().toISOString()}, Node ${process.version})`,
+        '',
+        ...lines,
+      ]);
     } finally {
       await pool.end();
     }

@@ -204,7 +204,8 @@ export async function fastCommit(pool: pg.Pool, plans: readonly CheckpointPlan[]
   }));
 }
 
-function receiptColumns(r: readonly ReceiptWrite[]): string[] {
+/** Receipt rows as the array parameters both commit statements take (event id, hash, position, ordinal, outcome). */
+export function receiptColumns(r: readonly ReceiptWrite[]): string[] {
   return [
     textArray(r.map((x) => x.eventId)),
     textArray(r.map((x) => x.contentHash)),
@@ -214,7 +215,8 @@ function receiptColumns(r: readonly ReceiptWrite[]): string[] {
   ];
 }
 
-function executionColumns(e: readonly ExecutionState[]): string[] {
+/** Execution rows as the thirteen array parameters both commit statements take, in the tables' column order. */
+export function executionColumns(e: readonly ExecutionState[]): string[] {
   return [
     textArray(e.map((x) => x.entityId)),
     numberArray(e.map((x) => x.revision)),

@@ -22,7 +22,7 @@ import { commitHeld, type CommitConflict, type CommitHeld } from '../domain/outc
 import type { CheckpointPlan, StagedEvent } from '../protocol/types.js';
 import type { OuterJoined, RawRow } from './rows.js';
 import type { eventReceipts, executions as executionsTable, quarantine as quarantineTable } from './schema.js';
-import { fastCommit } from './commit-fast.js';
+import { executionColumns, fastCommit, receiptColumns } from './commit-fast.js';
 import { foldPlans, type FoldedWrites } from './commit-fold.js';
 import { numberArray, textArray } from './pg-arrays.js';
 import { lockCheckpoint } from './state.js';
@@ -408,25 +408,9 @@ export function effectWriteValues(
   return [
     consumerId,
     // $2-$6 receipts
-    textArray(r.map((x) => x.eventId)),
-    textArray(r.map((x) => x.contentHash)),
-    numberArray(r.map((x) => x.position)),
-    numberArray(r.map((x) => x.ordinal)),
-    textArray(r.map((x) => x.outcome)),
+    ...receiptColumns(r),
     // $7-$19 executions
-    textArray(e.map((x) => x.entityId)),
-    numberArray(e.map((x) => x.revision)),
-    textArray(e.map((x) => x.market)),
-    textArray(e.map((x) => x.asset)),
-    textArray(e.map((x) => x.side)),
-    numberArray(e.map((x) => x.price)),
-    numberArray(e.map((x) => x.size)),
-    numberArray(e.map((x) => x.notional)),
-    textArray(e.map((x) => x.wallet)),
-    textArray(e.map((x) => x.txHash)),
-    numberArray(e.map((x) => x.firstPosition)),
-    numberArray(e.map((x) => x.lastPosition)),
-    textArray(e.map((x) => x.eventId)),
+    ...executionColumns(e),
     // $20-$31 superseded revisions
     textArray(v.map((x) => x.entityId)),
     numberArray(v.map((x) => x.revision)),

@@ -6,7 +6,6 @@
 // modules in one process slow each other down (shared call sites turn polymorphic), which skewed an earlier
 // in-process version of this bench. Garbage collection stays inside the timed passes: it is part of the cost.
 // Writes bench/results/cpu.json and cpu.md.
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,12 +13,12 @@ import type { Pass } from './cpu-run.js';
 import { captureFrames, probeHead, SEED, startSimulator, stopSimulator } from './simulator-process.js';
 import {
   describeMachine,
-  ROOT,
   interleaved,
   machineState,
   median,
   round,
   table,
+  runBenchProcess,
   writeResults,
   type BenchContext,
   type Target,
@@ -32,24 +31,10 @@ export const WHALE_ALERT_MIN_NOTIONAL = '450';
 const ROUNDS = Number(process.env.BENCH_CPU_ROUNDS ?? 5);
 
 function cpuRun(target: Target, framesFile: string, events: number): Promise<Pass> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/cpu-run.ts')], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: {
-      ...process.env,
-      BENCH_TARGET_ROOT: target.root,
-      BENCH_FRAMES_FILE: framesFile,
-      BENCH_EVENTS: String(events),
-    },
-  });
-  let out = '';
-  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => {
-      const last = out.trim().split('\n').at(-1);
-      if (code !== 0 || !last) reject(new Error(`cpu run (${target.label}) exited with ${code}`));
-      else resolve(JSON.parse(last) as Pass);
-    });
+  return runBenchProcess<Pass>('cpu-run.ts', `cpu run (${target.label})`, {
+    BENCH_TARGET_ROOT: target.root,
+    BENCH_FRAMES_FILE: framesFile,
+    BENCH_EVENTS: String(events),
   });
 }
 

@@ -3,15 +3,13 @@
 // BENCH_JOURNAL_TRANSITIONS (default 400k); the baseline, which keeps every transition in memory (~1.1 GiB at
 // 400k), at BENCH_JOURNAL_BEFORE_TRANSITIONS (default 100k) so that it does not starve a shared machine.
 // Writes bench/results/journal.json and journal.md.
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import type { JournalRunResult } from './journal-run.js';
 import {
   describeMachine,
   machineState,
-  ROOT,
   round,
   table,
+  runBenchProcess,
   writeResults,
   type BenchContext,
   type Target,
@@ -22,24 +20,10 @@ const BEFORE_TRANSITIONS = Number(process.env.BENCH_JOURNAL_BEFORE_TRANSITIONS ?
 const LIVE = Number(process.env.BENCH_JOURNAL_LIVE ?? 50_000);
 
 function journalRun(target: Target, transitions: number): Promise<JournalRunResult> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/journal-run.ts')], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: {
-      ...process.env,
-      BENCH_TARGET_ROOT: target.root,
-      BENCH_JOURNAL_TRANSITIONS: String(transitions),
-      BENCH_JOURNAL_LIVE: String(LIVE),
-    },
-  });
-  let out = '';
-  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => {
-      const last = out.trim().split('\n').at(-1);
-      if (code !== 0 || !last) reject(new Error(`journal run (${target.label}) exited with ${code}`));
-      else resolve(JSON.parse(last) as JournalRunResult);
-    });
+  return runBenchProcess<JournalRunResult>('journal-run.ts', `journal run (${target.label})`, {
+    BENCH_TARGET_ROOT: target.root,
+    BENCH_JOURNAL_TRANSITIONS: String(transitions),
+    BENCH_JOURNAL_LIVE: String(LIVE),
   });
 }
 

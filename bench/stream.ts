@@ -5,8 +5,6 @@
 // baseline, the baseline tree's consumeStream and commitCheckpoint run in alternating rounds with this tree's
 // against the same server. The live heap is measured in a separate, untimed pass (forced GCs), never inside a
 // timed run. Writes bench/results/stream.json and stream.md.
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { SEED, probeHead, startSimulator, stopSimulator } from './simulator-process.js';
 import type { StreamRunResult } from './stream-run.js';
 import {
@@ -15,9 +13,9 @@ import {
   machineState,
   median,
   percentile,
-  ROOT,
   round,
   table,
+  runBenchProcess,
   writeResults,
   type BenchContext,
   type Target,
@@ -53,27 +51,13 @@ let runSerial = 0;
 
 function streamRun(target: Target, url: string, cut: number, mode: 'timed' | 'heap'): Promise<StreamRunResult> {
   runSerial += 1;
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/stream-run.ts')], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: {
-      ...process.env,
-      BENCH_TARGET_ROOT: target.root,
-      BENCH_URL: url,
-      BENCH_CUT: String(cut),
-      // A consumer of its own per run: the server keeps no state of one run for the next.
-      BENCH_CONSUMER: `bench-stream-${process.pid}-${runSerial}`,
-      BENCH_RUN_MODE: mode,
-    },
-  });
-  let out = '';
-  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => {
-      const last = out.trim().split('\n').at(-1);
-      if (code !== 0 || !last) reject(new Error(`stream run (${target.label}, ${mode}) exited with ${code}`));
-      else resolve(JSON.parse(last) as StreamRunResult);
-    });
+  return runBenchProcess<StreamRunResult>('stream-run.ts', `stream run (${target.label}, ${mode})`, {
+    BENCH_TARGET_ROOT: target.root,
+    BENCH_URL: url,
+    BENCH_CUT: String(cut),
+    // A consumer of its own per run: the server keeps no state of one run for the next.
+    BENCH_CONSUMER: `bench-stream-${process.pid}-${runSerial}`,
+    BENCH_RUN_MODE: mode,
   });
 }
 

@@ -1,6 +1,6 @@
 // What the benchmarks share: scratch databases, the machine's state, the baseline tree a run compares against,
 // percentiles and the results directory.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg, tmpdir, totalmem } from 'node:os';
@@ -177,4 +177,25 @@ export function table(header: string[], rows: (string | number)[][]): string[] {
     `| ${header.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`,
     ...rows.map((r) => `| ${r.join(' | ')} |`),
   ];
+}
+
+/**
+ * Runs `bench/<script>` in a process of its own (its CPU time and peak RSS are its alone) with `env` added, and
+ * resolves with the JSON of the last line it prints.
+ */
+export function runBenchProcess<T>(script: string, what: string, env: Record<string, string>): Promise<T> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench', script)], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, ...env },
+  });
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
+  return new Promise((resolve, reject) => {
+    child.once('exit', (code) => {
+      const last = out.trim().split('\n').at(-1);
+      if (code !== 0 || !last) reject(new Error(`${what} exited with ${code}`));
+      else resolve(JSON.parse(last) as T);
+    });
+  });
 }

@@ -3,6 +3,7 @@
 // server accepted.
 import { describe, expect, it } from 'vitest';
 import { commitOneAtATime } from '../../activities/commit-run.js';
+import { StorageFailure } from '../../db/errors.js';
 import { resolveQuarantineUpdate } from '../../workflows/definitions.js';
 import { useTestDatabase } from '../support/db.js';
 import { useResources } from '../support/leaks.js';
@@ -100,7 +101,10 @@ describe('consumer workflow over the stream', () => {
               if (!failedOnce && plan.checkpoint.position === 4) {
                 failedOnce = true;
                 positionWhenFailed = (await savedState('crash-1')).position;
-                throw new Error('injected: the local transaction aborted before COMMIT');
+                // As the database layer reports an aborted transaction: a retryable storage failure.
+                throw new StorageFailure('commitCheckpoint', 'crash-1', '40P01', true, {
+                  cause: new Error('injected: the local transaction aborted before COMMIT'),
+                });
               }
               const [outcome] = await real.commitCheckpoints([plan]);
               return outcome!;

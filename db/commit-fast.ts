@@ -151,7 +151,6 @@ export async function fastCommit(pool: pg.Pool, plans: readonly CheckpointPlan[]
   const fold = foldPlans(plans, NOTHING_SAVED);
   if (fold.stop !== null || fold.writes.quarantine.length > 0) return null;
   const { writes } = fold;
-  const { checkpoint, binding } = last;
   // Every event is at or below its checkpoint and in journal order: the first event is the lowest position.
   const floor = first.events[0]?.position ?? first.checkpoint.position;
   let row: { version: number | null; quality_scopes: string[] };
@@ -173,18 +172,7 @@ export async function fastCommit(pool: pg.Pool, plans: readonly CheckpointPlan[]
         JSON.stringify(writes.marketDeltas),
         JSON.stringify(writes.outbox),
         JSON.stringify(writes.quality),
-        binding.subscriptionId,
-        binding.stream,
-        binding.historyId,
-        JSON.stringify(binding.filter),
-        binding.filterHash,
-        binding.generation,
-        JSON.stringify(binding.mappings),
-        checkpoint.position,
-        checkpoint.token,
-        checkpoint.generation,
-        checkpoint.cutPosition,
-        checkpoint.cutReached,
+        ...checkpointColumns(last),
       ],
     });
     row = res.rows[0]!;
@@ -202,6 +190,24 @@ export async function fastCommit(pool: pg.Pool, plans: readonly CheckpointPlan[]
     qualityUpdated: writes.quality.filter((q) => q.plan === index && updated.has(q.scope)).length,
     outboxed: writes.outboxed[index]!,
   }));
+}
+
+/** The run's last plan's binding (7 parameters) and checkpoint (5), the row both commit statements end with. */
+export function checkpointColumns({ binding, checkpoint }: CheckpointPlan): unknown[] {
+  return [
+    binding.subscriptionId,
+    binding.stream,
+    binding.historyId,
+    JSON.stringify(binding.filter),
+    binding.filterHash,
+    binding.generation,
+    JSON.stringify(binding.mappings),
+    checkpoint.position,
+    checkpoint.token,
+    checkpoint.generation,
+    checkpoint.cutPosition,
+    checkpoint.cutReached,
+  ];
 }
 
 /** Receipt rows as the array parameters both commit statements take (event id, hash, position, ordinal, outcome). */

@@ -22,7 +22,7 @@ import { commitHeld, type CommitConflict, type CommitHeld } from '../domain/outc
 import type { CheckpointPlan, StagedEvent } from '../protocol/types.js';
 import type { OuterJoined, RawRow } from './rows.js';
 import type { eventReceipts, executions as executionsTable, quarantine as quarantineTable } from './schema.js';
-import { executionColumns, fastCommit, receiptColumns } from './commit-fast.js';
+import { checkpointColumns, executionColumns, fastCommit, receiptColumns } from './commit-fast.js';
 import { foldPlans, type FoldedWrites } from './commit-fold.js';
 import { numberArray, textArray } from './pg-arrays.js';
 import { lockCheckpoint } from './state.js';
@@ -458,7 +458,6 @@ async function writeRun(
   writes: FoldedWrites,
   saved: ExistingRows['executions'],
 ): Promise<CommitResult[]> {
-  const { binding, checkpoint } = plans.at(-1)!;
   // A named statement: parsed once per connection instead of on every commit (the statement is large).
   const res = await client.query<{ version: number | null; quality_scopes: string[]; outboxed: string[] }>({
     name: 'whalehunt_commit_write',
@@ -470,20 +469,8 @@ async function writeRun(
         writes.quality.map((n) => n.asOf),
         saved,
       ),
-      // $51-$57 binding
-      binding.subscriptionId,
-      binding.stream,
-      binding.historyId,
-      JSON.stringify(binding.filter),
-      binding.filterHash,
-      binding.generation,
-      JSON.stringify(binding.mappings),
-      // $58-$62 checkpoint
-      checkpoint.position,
-      checkpoint.token,
-      checkpoint.generation,
-      checkpoint.cutPosition,
-      checkpoint.cutReached,
+      // $51-$57 binding, $58-$62 checkpoint
+      ...checkpointColumns(plans.at(-1)!),
       // $63 one version per checkpoint
       plans.length,
     ],

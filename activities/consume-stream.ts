@@ -11,6 +11,7 @@ import { SessionFence } from '../protocol/session-fence.js';
 import type { StagingLimits } from '../protocol/staging.js';
 import type { ActionRules, CheckpointPlan, CommittedState, QuarantinePolicy } from '../protocol/types.js';
 import type { CheckpointOutcome, CommitResult } from '../db/commit.js';
+import { RecentExecutions } from '../db/recent-executions.js';
 import type { ConsumerMetrics } from './metrics.js';
 import { StreamConnection, type ConnectionEnd, type OutcomeStop } from './stream-connection.js';
 import { DatabaseBehind, StreamTransportError } from './stream-errors.js';
@@ -54,9 +55,10 @@ export interface ConsumeStreamDeps {
     /**
      * Commits consecutive checkpoints of one session (one, or a run that waited behind an earlier commit):
      * plans[0].fence is the fence, each later plan is fenced on the version the previous one commits. One outcome
-     * per plan, in order, up to the first that did not commit (db commitCheckpoints).
+     * per plan, in order, up to the first that did not commit (db commitCheckpoints). `recent`: the run's
+     * RecentExecutions, for the store to use and keep current.
      */
-    commitCheckpoints(plans: readonly CheckpointPlan[]): Promise<CheckpointOutcome[]>;
+    commitCheckpoints(plans: readonly CheckpointPlan[], recent?: RecentExecutions): Promise<CheckpointOutcome[]>;
   };
   config: ConsumeStreamConfig;
   log: ConsumeStreamLog;
@@ -112,6 +114,8 @@ export async function consumeStream(
 class StreamRun {
   readonly #fence = new SessionFence();
   readonly #counters: StreamCounters = emptyCounters();
+  /** What this run's commits wrote and read: its corrections of them commit in one statement. */
+  readonly #recentExecutions = new RecentExecutions();
   #state: CommittedState;
   #leaseExpired = false;
   #committedThisRun = false;
@@ -234,6 +238,7 @@ class StreamRun {
       {
         consumerId: this.input.consumerId,
         counters: this.#counters,
+        recentExecutions: this.#recentExecutions,
         signal: this.ctx.signal,
         committedState: () => this.#state,
         recordCommit: (plan, committed) => this.#recordCommit(plan, committed),

@@ -92,9 +92,9 @@ export interface ActivityDeps {
 export function poolStore(pool: pg.Pool, hooks?: ConsumeStreamDeps['hooks']): ConsumeStreamDeps['store'] {
   return {
     acquireLease: (consumerId, options) => acquireLease(pool, consumerId, options),
-    commitCheckpoints: (plans) => {
+    commitCheckpoints: (plans, recent) => {
       // The cut point runs inside each checkpoint's own transaction.
-      if (hooks?.insideCommit === undefined) return commitCheckpoints(pool, plans);
+      if (hooks?.insideCommit === undefined) return commitCheckpoints(pool, plans, recent);
       return commitOneAtATime(
         (plan) => commitCheckpoint(pool, plan, () => hooks.insideCommit?.(plan.checkpoint.position)),
         plans,

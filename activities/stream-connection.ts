@@ -13,6 +13,7 @@ import { StagingBoundExceeded } from '../protocol/staging.js';
 import type { CheckpointPlan, CommittedState } from '../protocol/types.js';
 import type { CheckpointOutcome, CommitResult } from '../db/commit.js';
 import { StorageFailure } from '../db/errors.js';
+import type { RecentExecutions } from '../db/recent-executions.js';
 import { InvalidPlan } from '../domain/errors.js';
 import { withinBound } from './commit-bound.js';
 import { describeConflict, unreachable } from '../domain/outcomes.js';
@@ -41,6 +42,7 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
 export interface ConnectionRun {
   readonly consumerId: string;
   readonly counters: StreamCounters;
+  readonly recentExecutions: RecentExecutions;
   readonly signal: AbortSignal;
   committedState(): CommittedState;
   recordCommit(plan: CheckpointPlan, committed: CommitResult): void;
@@ -288,7 +290,7 @@ export class StreamConnection {
     const { commitBoundMs } = this.deps.config;
     const commitStart = performance.now();
     try {
-      outcomes = await withinBound(store.commitCheckpoints(plans), commitBoundMs, () => {
+      outcomes = await withinBound(store.commitCheckpoints(plans, this.run.recentExecutions), commitBoundMs, () => {
         this.deps.log.error('commit stalled past its bound; failing the run without ACK', {
           position: plans[0]!.checkpoint.position,
           checkpoints: plans.length,

@@ -66,8 +66,11 @@ async function run(): Promise<StreamRunResult> {
       const store = groupCommit
         ? {
             acquireLease: (id: string, options: { existingOnly: boolean }) => db.acquireLease(pool, id, options),
-            commitCheckpoints: async (plans: Parameters<typeof db.commitCheckpoints>[1]) => {
-              const outcomes = await timed(db.commitCheckpoints(pool, plans));
+            commitCheckpoints: async (
+              plans: Parameters<typeof db.commitCheckpoints>[1],
+              recent?: Parameters<typeof db.commitCheckpoints>[2],
+            ) => {
+              const outcomes = await timed(db.commitCheckpoints(pool, plans, recent));
               committedEvents(plans, outcomes);
               return outcomes;
             },

@@ -1,15 +1,17 @@
 // The optimistic commit: ONE fenced statement, outside any explicit transaction (a single statement is atomic), for
 // checkpoints whose events are all new to the database — the common case of a stream moving forward. The client
-// decides as if the database held nothing the plans touch; the statement proves that assumption under the fence
-// (no receipt or quarantine record for any eventId, no execution for any entityId) and writes only if it holds,
-// with plain INSERTs for the rows it proved new. When it does not hold (a duplicate, a correction of an earlier
-// entity, a quarantine record, a moved fence, a plan the saved state refuses), nothing is written and the caller
-// runs the read-decide-write path, which then answers exactly.
+// decides as if the database held no receipt or quarantine record for the plans' eventIds and, of their entities,
+// only the executions the run knows (RecentExecutions: rows it wrote or read at the version the fence names);
+// the statement proves that assumption under the fence (no receipt or quarantine record for any eventId, no
+// execution for any entity the run does not know) and writes only if it holds, with plain INSERTs for the rows it
+// proved new. When it does not hold (a duplicate, a correction of an entity the run does not know, a quarantine
+// record, a moved fence, a plan the saved state refuses), nothing is written and the caller runs the
+// read-decide-write path, which then answers exactly.
 //
 // Why the proof holds although its reads use the statement's snapshot, taken before the checkpoint row is locked:
 // every writer of receipts and executions bumps the checkpoint version (or the lease epoch) under that lock, so
 // the fence comparing the LATEST row with what this attempt holds fails if any of them committed after the plan
-// was made — and anything committed before is in the snapshot.
+// was made — and anything committed before is in the snapshot. The same fence keeps the known executions exact.
 //
 // Every event of such a run has a receipt (an in-run duplicate shares the first one's) and its entity an execution,
 // so the receipts and executions written are also the ids the proof probes.
@@ -24,28 +26,78 @@ import { foldPlans } from './commit-fold.js';
 import { numberArray, textArray } from './pg-arrays.js';
 import { toStorageFailure } from './transaction.js';
 
-const NOTHING_SAVED = { receipts: new Map(), quarantine: new Map(), executions: new Map() };
-
 /**
- * Only trades and corrections of entities traded earlier in the same run can be new to the database: for any
- * other run, folding it first would be wasted work.
+ * Only trades, and corrections of entities traded earlier in the same run or known to it, can be new to the
+ * database: for any other run, folding it first would be wasted work.
  */
-function mayBeAllNew(plans: readonly CheckpointPlan[]): boolean {
+function mayBeAllNew(plans: readonly CheckpointPlan[], known: ReadonlyMap<string, ExecutionState>): boolean {
   const traded = new Set<string>();
   for (const plan of plans) {
     for (const event of plan.events) {
       if (event.kind === 'trade') traded.add(event.entityId);
-      else if (event.kind !== 'correction' || !traded.has(event.entityId)) return false;
+      else if (event.kind !== 'correction' || !(traded.has(event.entityId) || known.has(event.entityId))) return false;
     }
   }
   return true;
 }
 
+/** The known rows of the run's entities: what the fold starts from besides what the proof shows absent. */
+function knownRowsOf(
+  plans: readonly CheckpointPlan[],
+  known: ReadonlyMap<string, ExecutionState>,
+): Map<string, ExecutionState> {
+  const rows = new Map<string, ExecutionState>();
+  if (known.size === 0) return rows;
+  for (const plan of plans) {
+    for (const event of plan.events) {
+      const row = known.get(event.entityId);
+      if (row !== undefined) rows.set(event.entityId, row);
+    }
+  }
+  return rows;
+}
+
+/**
+ * The executions a commit writes, split by whether the row exists ($saved[i]): plain INSERTs for the rows proven
+ * absent (an upsert writes a speculative insertion too), an overwrite for the others. The checkpoint row lock
+ * serialises this consumer's commits, so the state decide() computed is the state to store: no read-modify-write
+ * in SQL. `first` is the parameter number of the 13 execution arrays, `saved` of the boolean array.
+ */
+export function executionWriteCtes(first: number, saved: number, guard = ''): string {
+  const p = (k: number) => `$${first + k}`;
+  const rows = `unnest(${p(0)}::text[], ${p(1)}::int[], ${p(2)}::text[], ${p(3)}::text[], ${p(4)}::text[],
+                ${p(5)}::numeric[], ${p(6)}::numeric[], ${p(7)}::numeric[], ${p(8)}::text[], ${p(9)}::text[],
+                ${p(10)}::bigint[], ${p(11)}::bigint[], ${p(12)}::text[], $${saved}::boolean[])
+         AS x(entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash, first_position,
+              last_position, event_id, saved)`;
+  const insert = `INSERT INTO executions (consumer_id, entity_id, revision, market, asset, side, price, size, notional, wallet,
+                          tx_hash, first_position, last_position, event_id)
+  SELECT $1, entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash, first_position,
+         last_position, event_id
+    FROM ${rows}`;
+  const and = guard === '' ? 'WHERE' : `${guard} AND`;
+  return `executions_inserted AS (
+  ${insert}
+   ${and} NOT x.saved
+),
+executions_updated AS (
+  -- an upsert of a row that exists goes straight to its update; unlike UPDATE … FROM, whose join a cached plan may
+  -- turn into a scan of all the consumer's executions, it probes the primary key once per row
+  ${insert}
+   ${and} x.saved
+  ON CONFLICT (consumer_id, entity_id) DO UPDATE
+     SET revision = EXCLUDED.revision, market = EXCLUDED.market, asset = EXCLUDED.asset, side = EXCLUDED.side,
+         price = EXCLUDED.price, size = EXCLUDED.size, notional = EXCLUDED.notional, wallet = EXCLUDED.wallet,
+         tx_hash = EXCLUDED.tx_hash, last_position = EXCLUDED.last_position, event_id = EXCLUDED.event_id,
+         updated_at = now()
+),`;
+}
+
 // $1 consumer, $2 lease epoch, $3 version, $4 version increment, $5 every position of the run must be above the
 // saved one, $6 generation, $7 the first plan is a rebind, $8-$12 receipts, $13-$25 executions (arrays: Postgres
 // reads a thousand-row array several times faster than the same rows as json), $26-$29 the short row sets as json
-// (revisions of entities traded in the same run, market deltas, outbox, quality: one parameter each),
-// $30-$36 binding, $37-$41 checkpoint. The receipts name every eventId of the run and the executions every entityId.
+// (superseded revisions, market deltas, outbox, quality: one parameter each), $30-$36 binding, $37-$41 checkpoint,
+// $42 which executions the run knows. The receipts name every eventId of the run and the executions every entityId.
 const FAST_COMMIT_SQL = `
 WITH clash AS (
   -- LATERAL … LIMIT 1: one primary-key probe per id (readExisting says why a join would not do)
@@ -57,8 +109,10 @@ WITH clash AS (
      CROSS JOIN LATERAL (SELECT 1 FROM quarantine WHERE consumer_id = $1 AND event_id = ids.event_id LIMIT 1) q
    LIMIT 1)
   UNION ALL
-  (SELECT 1 FROM unnest($13::text[]) AS ids(entity_id)
+  -- the executions the run does not know (RecentExecutions holds the others as they are at the fence)
+  (SELECT 1 FROM unnest($13::text[], $42::boolean[]) AS ids(entity_id, saved)
      CROSS JOIN LATERAL (SELECT 1 FROM executions WHERE consumer_id = $1 AND entity_id = ids.entity_id LIMIT 1) e
+   WHERE NOT ids.saved
    LIMIT 1)
 ),
 checkpoint AS (
@@ -77,16 +131,9 @@ receipts AS (
   SELECT $1, * FROM unnest($8::text[], $9::text[], $10::bigint[], $11::int[], $12::text[])
    WHERE EXISTS (SELECT 1 FROM checkpoint)
 ),
-executions_written AS (
-  INSERT INTO executions (consumer_id, entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash,
-                          first_position, last_position, event_id)
-  SELECT $1, * FROM unnest($13::text[], $14::int[], $15::text[], $16::text[], $17::text[], $18::numeric[],
-                           $19::numeric[], $20::numeric[], $21::text[], $22::text[], $23::bigint[], $24::bigint[],
-                           $25::text[])
-   WHERE EXISTS (SELECT 1 FROM checkpoint)
-),
+${executionWriteCtes(13, 42, 'WHERE EXISTS (SELECT 1 FROM checkpoint)')}
 revisions AS (
-  -- corrections of entities first traded within the same run
+  -- superseded revisions (the state each correction replaced)
   INSERT INTO execution_revisions (consumer_id, entity_id, revision, event_id, position, market, asset, side, price, size,
                                    notional, wallet, tx_hash)
   SELECT $1, v."entityId", v.revision, v."eventId", v.position, v.market, v.asset, v.side, v.price, v.size, v.notional,
@@ -138,17 +185,29 @@ binding AS (
 )
 SELECT (SELECT version FROM checkpoint) AS version, ARRAY(SELECT scope FROM quality) AS quality_scopes`;
 
+/** What the one statement committed: one result per plan, and the executions it wrote (their new rows). */
+export interface FastCommitted {
+  results: CommitResult[];
+  executions: ExecutionState[];
+}
+
 /**
  * Commits consecutive plans of one session as one statement when all their events are new, fenced on the first
- * plan's fence (each later plan continues the version the previous one reaches). Returns one result per plan,
- * or null when nothing was written and the exact path must decide (see the header).
+ * plan's fence (each later plan continues the version the previous one reaches). `known`: the executions the run
+ * knows at that fence (RecentExecutions.at). Returns null when nothing was written and the exact path must decide
+ * (see the header).
  */
-export async function fastCommit(pool: pg.Pool, plans: readonly CheckpointPlan[]): Promise<CommitResult[] | null> {
+export async function fastCommit(
+  pool: pg.Pool,
+  plans: readonly CheckpointPlan[],
+  known: ReadonlyMap<string, ExecutionState>,
+): Promise<FastCommitted | null> {
   const first = plans[0];
   const last = plans.at(-1);
-  if (first === undefined || last === undefined) return [];
-  if (!mayBeAllNew(plans)) return null;
-  const fold = foldPlans(plans, NOTHING_SAVED);
+  if (first === undefined || last === undefined) return { results: [], executions: [] };
+  if (!mayBeAllNew(plans, known)) return null;
+  const saved = knownRowsOf(plans, known);
+  const fold = foldPlans(plans, { receipts: new Map(), quarantine: new Map(), executions: saved });
   if (fold.stop !== null || fold.writes.quarantine.length > 0) return null;
   const { writes } = fold;
   // Every event is at or below its checkpoint and in journal order: the first event is the lowest position.
@@ -173,6 +232,7 @@ export async function fastCommit(pool: pg.Pool, plans: readonly CheckpointPlan[]
         JSON.stringify(writes.outbox),
         JSON.stringify(writes.quality),
         ...checkpointColumns(last),
+        savedColumn(writes.executions, saved),
       ],
     });
     row = res.rows[0]!;
@@ -182,7 +242,7 @@ export async function fastCommit(pool: pg.Pool, plans: readonly CheckpointPlan[]
   if (row.version === null) return null;
   const updated = new Set(row.quality_scopes);
   const startVersion = row.version - plans.length;
-  return plans.map((plan, index) => ({
+  const results = plans.map((plan, index) => ({
     version: startVersion + index + 1,
     position: plan.checkpoint.position,
     ...writes.counts[index]!,
@@ -190,6 +250,12 @@ export async function fastCommit(pool: pg.Pool, plans: readonly CheckpointPlan[]
     qualityUpdated: writes.quality.filter((q) => q.plan === index && updated.has(q.scope)).length,
     outboxed: writes.outboxed[index]!,
   }));
+  return { results, executions: writes.executions };
+}
+
+/** Which of the executions written exist already, as the boolean array both commit statements take. */
+export function savedColumn(executions: readonly ExecutionState[], saved: ReadonlyMap<string, unknown>): string {
+  return `{${executions.map((x) => (saved.has(x.entityId) ? 't' : 'f')).join(',')}}`;
 }
 
 /** The run's last plan's binding (7 parameters) and checkpoint (5), the row both commit statements end with. */

@@ -22,9 +22,17 @@ import { commitHeld, type CommitConflict, type CommitHeld } from '../domain/outc
 import type { CheckpointPlan, StagedEvent } from '../protocol/types.js';
 import type { OuterJoined, RawRow } from './rows.js';
 import type { eventReceipts, executions as executionsTable, quarantine as quarantineTable } from './schema.js';
-import { checkpointColumns, executionColumns, fastCommit, receiptColumns } from './commit-fast.js';
+import {
+  checkpointColumns,
+  executionColumns,
+  executionWriteCtes,
+  fastCommit,
+  receiptColumns,
+  savedColumn,
+} from './commit-fast.js';
 import { foldPlans, type FoldedWrites } from './commit-fold.js';
 import { numberArray, textArray } from './pg-arrays.js';
+import type { RecentExecutions } from './recent-executions.js';
 import { lockCheckpoint } from './state.js';
 import { inTransaction } from './transaction.js';
 import { unchangedCommit } from './unchanged-checkpoint.js';
@@ -79,10 +87,10 @@ export async function commitCheckpoint(
 ): Promise<CheckpointOutcome> {
   if (whileLocked === undefined) return (await commitCheckpoints(pool, [plan]))[0]!;
   validatePlanShape(plan);
-  const [outcome] = await inTransaction(pool, 'commitCheckpoint', plan.consumerId, (client) =>
+  const { outcomes } = await inTransaction(pool, 'commitCheckpoint', plan.consumerId, (client) =>
     commitRunLocked(client, [plan], whileLocked),
   );
-  return outcome!;
+  return outcomes[0]!;
 }
 
 /**
@@ -93,25 +101,40 @@ export async function commitCheckpoint(
  * it are committed, it is answered exactly as if committed alone (a held quarantine records its held events), and
  * nothing after it is written. Throws like commitCheckpoint, possibly after committing earlier plans of the run.
  */
-export async function commitCheckpoints(pool: pg.Pool, plans: readonly CheckpointPlan[]): Promise<CheckpointOutcome[]> {
+export async function commitCheckpoints(
+  pool: pg.Pool,
+  plans: readonly CheckpointPlan[],
+  /** The executions the calling run knows (it may decide corrections of them in the one statement); kept current. */
+  recent?: RecentExecutions,
+): Promise<CheckpointOutcome[]> {
   for (const plan of plans) validatePlanShape(plan);
   const outcomes: CheckpointOutcome[] = [];
   let rest = plans;
   let fence = plans[0]?.fence;
   while (rest.length > 0 && fence !== undefined) {
     const run = [{ ...rest[0]!, fence }, ...rest.slice(1)];
-    const fast = await fastCommit(pool, run);
-    const part: CheckpointOutcome[] =
-      fast?.map((result) => ({ kind: 'committed', ...result })) ??
-      (await inTransaction(pool, 'commitCheckpoint', run[0]!.consumerId, (client) => commitRunLocked(client, run)));
+    // A commit whose answer is lost may have moved the version: rows known at the old one are then never used.
+    const fast = await fastCommit(pool, run, recent?.at(fence) ?? NONE_KNOWN);
+    const { outcomes: part, executions: touched } = fast
+      ? {
+          outcomes: fast.results.map((result) => ({ kind: 'committed' as const, ...result })),
+          executions: fast.executions,
+        }
+      : await inTransaction(pool, 'commitCheckpoint', run[0]!.consumerId, (client) => commitRunLocked(client, run));
     outcomes.push(...part);
-    const last = part.at(-1);
-    if (last?.kind !== 'committed') break;
-    fence = { leaseEpoch: fence.leaseEpoch, version: last.version };
+    const last = part.findLast((outcome) => outcome.kind === 'committed');
+    if (last !== undefined) {
+      const reached = { leaseEpoch: fence.leaseEpoch, version: last.version };
+      recent?.committed(fence, reached, touched);
+      fence = reached;
+    }
+    if (part.at(-1)?.kind !== 'committed') break;
     rest = rest.slice(part.length);
   }
   return outcomes;
 }
+
+const NONE_KNOWN: ReadonlyMap<string, ExecutionState> = new Map();
 
 /**
  * The exact path, inside the caller's transaction: fence under the row lock, one read for the whole run, the fold
@@ -122,17 +145,17 @@ async function commitRunLocked(
   client: pg.PoolClient,
   plans: readonly CheckpointPlan[],
   whileLocked?: () => void | Promise<void>,
-): Promise<CheckpointOutcome[]> {
+): Promise<{ outcomes: CheckpointOutcome[]; executions: ExecutionState[] }> {
   const first = plans[0]!;
   const saved = await lockCheckpoint(client, first.consumerId);
   if (!saved || saved.leaseEpoch !== first.fence.leaseEpoch || saved.version !== first.fence.version) {
     const actual = saved ? { leaseEpoch: saved.leaseEpoch, version: saved.version } : null;
-    return [{ kind: 'fenced', expected: first.fence, actual }];
+    return { outcomes: [{ kind: 'fenced', expected: first.fence, actual }], executions: [] };
   }
   validatePlanAgainstSaved(first, saved);
   await whileLocked?.();
   const unchanged = await unchangedCommit(client, first, saved);
-  if (unchanged) return [{ kind: 'committed', ...unchanged }];
+  if (unchanged) return { outcomes: [{ kind: 'committed', ...unchanged }], executions: [] };
 
   const existing = await readExisting(
     client,
@@ -159,7 +182,8 @@ async function commitRunLocked(
       outcomes.push(commitHeld(stop.held));
       break;
   }
-  return outcomes;
+  // What the database holds now for every entity read or written (the caller's RecentExecutions).
+  return { outcomes, executions: [...existing.executions.values(), ...writes.executions] };
 }
 
 /** The read step: receipts, quarantine records and executions the events touch (also used by the page consumer). */
@@ -297,38 +321,7 @@ WITH receipts AS (
   INSERT INTO event_receipts (consumer_id, event_id, content_hash, position, ordinal, outcome)
   SELECT $1, * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::int[], $6::text[])
 ),
-executions_inserted AS (
-  -- the checkpoint row lock serialises this consumer's commits, so the state decide() computed from the rows
-  -- read under it is the state to store. Rows that read found absent are plain INSERTs (an upsert writes a
-  -- speculative insertion too), the others a plain overwrite: no read-modify-write in SQL.
-  INSERT INTO executions (consumer_id, entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash,
-                          first_position, last_position, event_id)
-  SELECT $1, entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash, first_position,
-         last_position, event_id
-    FROM unnest($7::text[], $8::int[], $9::text[], $10::text[], $11::text[], $12::numeric[], $13::numeric[],
-                $14::numeric[], $15::text[], $16::text[], $17::bigint[], $18::bigint[], $19::text[], $50::boolean[])
-         AS x(entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash, first_position,
-              last_position, event_id, saved)
-   WHERE NOT x.saved
-),
-executions_updated AS (
-  -- an upsert of a row that exists goes straight to its update; unlike UPDATE … FROM, whose join a cached plan may
-  -- turn into a scan of all the consumer's executions, it probes the primary key once per row
-  INSERT INTO executions (consumer_id, entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash,
-                          first_position, last_position, event_id)
-  SELECT $1, entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash, first_position,
-         last_position, event_id
-    FROM unnest($7::text[], $8::int[], $9::text[], $10::text[], $11::text[], $12::numeric[], $13::numeric[],
-                $14::numeric[], $15::text[], $16::text[], $17::bigint[], $18::bigint[], $19::text[], $50::boolean[])
-         AS x(entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash, first_position,
-              last_position, event_id, saved)
-   WHERE x.saved
-  ON CONFLICT (consumer_id, entity_id) DO UPDATE
-     SET revision = EXCLUDED.revision, market = EXCLUDED.market, asset = EXCLUDED.asset, side = EXCLUDED.side,
-         price = EXCLUDED.price, size = EXCLUDED.size, notional = EXCLUDED.notional, wallet = EXCLUDED.wallet,
-         tx_hash = EXCLUDED.tx_hash, last_position = EXCLUDED.last_position, event_id = EXCLUDED.event_id,
-         updated_at = now()
-),
+${executionWriteCtes(7, 50)}
 revisions AS (
   -- superseded revisions (the state each correction replaced)
   INSERT INTO execution_revisions (consumer_id, entity_id, revision, event_id, position, market, asset, side, price, size,
@@ -447,7 +440,7 @@ export function effectWriteValues(
     textArray(o.map((x) => x.action)),
     textArray(o.map((x) => JSON.stringify(x.payload))),
     // $50 which executions exist
-    `{${e.map((x) => (saved.has(x.entityId) ? 't' : 'f')).join(',')}}`,
+    savedColumn(e, saved),
   ];
 }
 

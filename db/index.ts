@@ -35,5 +35,6 @@ export {
 } from './pages.js';
 export { consumerSummary, type ConsumerSummary, type DecisionSummary } from './summary.js';
 export { claimOutbox, completeOutbox, failOutbox, DEFAULT_MAX_OUTBOX_ATTEMPTS, type OutboxItem } from './outbox.js';
+export { RecentExecutions } from './recent-executions.js';
 export { SQLSTATE } from './transaction.js';
 export * from './errors.js';

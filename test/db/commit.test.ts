@@ -12,6 +12,7 @@ import {
   loadCommitted,
   migrate,
   MIGRATIONS_FOLDER,
+  RecentExecutions,
   recordGapDecision,
   resolveQuarantine,
   SQLSTATE,
@@ -608,6 +609,101 @@ describe('group commit', () => {
     ]).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InvalidPlan);
     expect((await dumpState(db.pool, consumerId)).checkpoint?.position).toBe(5);
+  });
+});
+
+describe('the executions a run knows (RecentExecutions)', () => {
+  /**
+   * Counts how the commit reached the database: pool.query is the one statement, a client checked out by the
+   * caller (pool.connect() without a callback; pool.query checks one out with a callback) a transaction.
+   */
+  function countCalls(pool: pg.Pool) {
+    const counts = { statements: 0, transactions: 0 };
+    const spied = pool as unknown as Record<'query' | 'connect', (...args: unknown[]) => unknown>;
+    const { query, connect } = spied;
+    spied.query = (...args) => ((counts.statements += 1), query.apply(pool, args));
+    spied.connect = (...args) => ((counts.transactions += args.length === 0 ? 1 : 0), connect.apply(pool, args));
+    return { counts, restore: () => Object.assign(spied, { query, connect }) };
+  }
+
+  it('a correction of an entity the run committed earlier commits in the one statement, exactly', async () => {
+    const { consumerId, fence } = await startConsumer(3);
+    const recent = new RecentExecutions();
+    const first = await commitCheckpoints(
+      db.pool,
+      [makePlan(consumerId, { fence, position: 4, events: [trade(4, 'e-1', { price: '0.5', size: '100' })] })],
+      recent,
+    );
+    const calls = countCalls(db.pool);
+    let outcomes: CheckpointOutcome[];
+    try {
+      outcomes = await commitCheckpoints(
+        db.pool,
+        [
+          makePlan(consumerId, {
+            fence: next(fence, first[0]!),
+            position: 5,
+            events: [correction(5, 'e-1', 2, { price: '0.7', size: '100' })],
+          }),
+        ],
+        recent,
+      );
+    } finally {
+      calls.restore();
+    }
+    expect(calls.counts).toEqual({ statements: 1, transactions: 0 });
+    expect(outcomes).toEqual([expect.objectContaining({ kind: 'committed', position: 5, applied: 1 })]);
+    const state = await dumpState(db.pool, consumerId);
+    expect(state.executions).toEqual([expect.objectContaining({ entityId: 'e-1', revision: 2, notional: '70' })]);
+    expect(state.revisions.map((r) => [r.entityId, r.revision])).toEqual([
+      ['e-1', 1],
+      ['e-1', 2],
+    ]);
+    expect(state.volumes).toEqual({ 'm-1': '70/1' });
+  });
+
+  it('rows known at another version are not used: after another attempt took the consumer, the read decides', async () => {
+    const { consumerId, fence } = await startConsumer(3);
+    const recent = new RecentExecutions();
+    await commitCheckpoints(
+      db.pool,
+      [makePlan(consumerId, { fence, position: 4, events: [trade(4, 'e-1', { price: '0.5', size: '100' })] })],
+      recent,
+    );
+    // Another attempt leases the consumer and corrects e-1 itself; this run's row of e-1 is now stale.
+    const lease = await acquireLease(db.pool, consumerId);
+    const other = { leaseEpoch: lease.leaseEpoch, version: lease.version };
+    const corrected = await commitCheckpoint(
+      db.pool,
+      makePlan(consumerId, { fence: other, position: 5, events: [correction(5, 'e-1', 2, { price: '0.6' })] }),
+    );
+    const calls = countCalls(db.pool);
+    let outcomes: CheckpointOutcome[];
+    try {
+      outcomes = await commitCheckpoints(
+        db.pool,
+        [
+          makePlan(consumerId, {
+            fence: next(other, corrected),
+            position: 6,
+            events: [correction(6, 'e-1', 3, { price: '0.8', size: '100' })],
+          }),
+        ],
+        recent,
+      );
+    } finally {
+      calls.restore();
+    }
+    expect(calls.counts.transactions).toBe(1);
+    expect(outcomes).toEqual([expect.objectContaining({ kind: 'committed', position: 6, applied: 1 })]);
+    const state = await dumpState(db.pool, consumerId);
+    expect(state.executions).toEqual([expect.objectContaining({ entityId: 'e-1', revision: 3, notional: '80' })]);
+    expect(state.revisions.map((r) => [r.entityId, r.revision])).toEqual([
+      ['e-1', 1],
+      ['e-1', 2],
+      ['e-1', 3],
+    ]);
+    expect(state.volumes).toEqual({ 'm-1': '80/1' });
   });
 });
 

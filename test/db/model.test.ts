@@ -10,6 +10,7 @@ import {
   commitCheckpoint,
   commitCheckpoints,
   recordGapDecision,
+  RecentExecutions,
   StorageFailure,
 } from '../../db/index.js';
 import {
@@ -190,10 +191,12 @@ describe('commit path against the reference fold', () => {
               whaleAlertMinNotional: WHALE_MIN,
             });
           };
+          // The executions the consuming run knows, kept across all its commits and faults as a run keeps them.
+          const recent = new RecentExecutions();
           const commit = async (stepBy: number) => {
             const plan = planUpTo(stepBy);
-            const result = committed(await commitCheckpoint(db.pool, plan));
-            fence = { leaseEpoch: fence.leaseEpoch, version: result.version };
+            const [result] = (await commitCheckpoints(db.pool, [plan], recent)).map(committed);
+            fence = { leaseEpoch: fence.leaseEpoch, version: result!.version };
             saved = plan.checkpoint.position;
             mode = 'resume';
             replayFrom = null;
@@ -227,7 +230,7 @@ describe('commit path against the reference fold', () => {
                   from = position;
                   floor = position;
                 }
-                const outcomes = await commitCheckpoints(db.pool, plans);
+                const outcomes = await commitCheckpoints(db.pool, plans, recent);
                 expect(outcomes.map((o) => o.kind)).toEqual(plans.map(() => 'committed'));
                 fence = { leaseEpoch: fence.leaseEpoch, version: committed(outcomes.at(-1)!).version };
                 saved = plans.at(-1)!.checkpoint.position;
@@ -239,7 +242,10 @@ describe('commit path against the reference fold', () => {
                 await db.pool.query('INSERT INTO test_faults VALUES ($1)', [consumerId]);
                 try {
                   const plan = planUpTo(action.step);
-                  const outcome = await commitCheckpoint(db.pool, plan).catch((error: unknown) => error);
+                  const outcome = await commitCheckpoints(db.pool, [plan], recent).then(
+                    ([o]) => o,
+                    (error: unknown) => error,
+                  );
                   if (
                     plan.events.length === 0 &&
                     plan.checkpoint.position === saved &&
@@ -322,7 +328,8 @@ describe('commit path against the reference fold', () => {
         fc.array(step, { minLength: 1, maxLength: 8 }),
         async ({ events: journal, end }, steps) => {
           // Two consumers take the same checkpoints; a test cut point inside the transaction keeps the second on
-          // the exact path, while the first takes the one-statement commit whenever its events are all new.
+          // the exact path, while the first takes the one-statement commit whenever its events are all new or
+          // correct entities its earlier commits wrote (RecentExecutions).
           const run = async (exact: boolean) => {
             const consumerId = `equiv-${randomUUID()}`;
             const lease = await acquireLease(db.pool, consumerId);
@@ -330,6 +337,7 @@ describe('commit path against the reference fold', () => {
             let saved = 0;
             let first = true;
             const outcomes = [];
+            const recent = new RecentExecutions();
             for (const stepBy of [...steps, end]) {
               const position = Math.min(end, saved + stepBy);
               const plan = makePlan(consumerId, {
@@ -340,7 +348,11 @@ describe('commit path against the reference fold', () => {
                 terminalReasons: ['unknown_correction_target'],
                 whaleAlertMinNotional: WHALE_MIN,
               });
-              const outcome = committed(await commitCheckpoint(db.pool, plan, exact ? () => undefined : undefined));
+              const outcome = committed(
+                exact
+                  ? await commitCheckpoint(db.pool, plan, () => undefined)
+                  : (await commitCheckpoints(db.pool, [plan], recent))[0]!,
+              );
               outcomes.push(outcome);
               fence = { leaseEpoch: fence.leaseEpoch, version: outcome.version };
               saved = position;

@@ -161,12 +161,25 @@ export function writeSummary(): void {
       `## stream, end to end (${stream.end.at}, load ${stream.end.loadavg.join(' ')})`,
       '',
       ...table(
-        ['checkpointEvery', 'tree', 'events/s', 'client cpu µs/event', 'commit p50 ms', 'peak RSS MB', 'live heap MB'],
+        [
+          'checkpointEvery',
+          'tree',
+          'events/s',
+          'client cpu µs/event',
+          'postgres cpu µs/event',
+          'server cpu µs/event',
+          'commit p50 ms',
+          'peak RSS MB',
+          'live heap MB',
+        ],
         stream.rows.map((r) => [
           r.checkpointEvery,
           r.target,
           r.eventsPerSecond,
           r.cpuUsPerEvent,
+          // Results written before these were measured lack them.
+          r.postgresCpuUsPerEvent ?? '–',
+          r.serverCpuUsPerEvent ?? '–',
           r.commit50Ms,
           r.peakRssMb,
           r.liveHeapMb,

@@ -6,6 +6,7 @@ import { runCommitBench } from './commit.js';
 import { runCommitLeanBench } from './commit-lean.js';
 import { runCpuBench } from './cpu.js';
 import { runJournalBench } from './journal.js';
+import { runMemoryBench } from './memory.js';
 import { runScaleBench } from './scale.js';
 import { runStreamBench } from './stream.js';
 import { writeSummary } from './summary.js';
@@ -18,6 +19,7 @@ const BENCHES: Record<string, (ctx: BenchContext) => Promise<void>> = {
   commit: runCommitBench,
   'commit-lean': runCommitLeanBench,
   journal: runJournalBench,
+  memory: runMemoryBench,
   scale: runScaleBench,
   takeover: runTakeoverBench,
 };
@@ -25,7 +27,7 @@ const BENCHES: Record<string, (ctx: BenchContext) => Promise<void>> = {
  * What `all` runs: takeover is a long kill -9 scenario of its own; scale needs a Temporal CLI (TEMPORAL_CLI), so it
  * joins only when one is given.
  */
-const ALL = ['cpu', 'stream', 'commit', 'journal', ...(process.env.TEMPORAL_CLI ? ['scale'] : [])];
+const ALL = ['cpu', 'stream', 'commit', 'journal', 'memory', ...(process.env.TEMPORAL_CLI ? ['scale'] : [])];
 
 const args = process.argv.slice(2);
 const name = args[0];

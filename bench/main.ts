@@ -12,6 +12,7 @@ import { runStreamBench } from './stream.js';
 import { writeSummary } from './summary.js';
 import { baselineRef, checkoutBaseline, currentTarget, type BenchContext } from './support.js';
 import { runTakeoverBench } from './takeover.js';
+import { runTemporalBench } from './temporal.js';
 
 const BENCHES: Record<string, (ctx: BenchContext) => Promise<void>> = {
   cpu: runCpuBench,
@@ -22,12 +23,20 @@ const BENCHES: Record<string, (ctx: BenchContext) => Promise<void>> = {
   memory: runMemoryBench,
   scale: runScaleBench,
   takeover: runTakeoverBench,
+  temporal: runTemporalBench,
 };
 /**
- * What `all` runs: takeover is a long kill -9 scenario of its own; scale needs a Temporal CLI (TEMPORAL_CLI), so it
- * joins only when one is given.
+ * What `all` runs: takeover is a long kill -9 scenario of its own; temporal and scale need a Temporal CLI
+ * (TEMPORAL_CLI), so they join only when one is given.
  */
-const ALL = ['cpu', 'stream', 'commit', 'journal', 'memory', ...(process.env.TEMPORAL_CLI ? ['scale'] : [])];
+const ALL = [
+  'cpu',
+  'stream',
+  'commit',
+  'journal',
+  'memory',
+  ...(process.env.TEMPORAL_CLI ? ['temporal', 'scale'] : []),
+];
 
 const args = process.argv.slice(2);
 const name = args[0];

@@ -118,6 +118,8 @@ export async function runCommitLeanBench(): Promise<void> {
       const ours = checkpointFactory('bench');
       const theirs = checkpointFactory('lean');
       let leanVersion = 0;
+      // The table's ratios as numbers, for the summary: commitCheckpoint events/s over the lean statement's.
+      const rows: { size: number; ratio: number; ratioAtP50: number; exactPathRatio: number }[] = [];
       const lines = [
         `Machine load average at the start: ${loadavg()
           .map((l) => l.toFixed(1))
@@ -156,6 +158,12 @@ export async function runCommitLeanBench(): Promise<void> {
             c.push(exactMs);
           }
         }
+        rows.push({
+          size,
+          ratio: round(mean(b) / mean(a)),
+          ratioAtP50: round(p50(b) / p50(a)),
+          exactPathRatio: round(mean(b) / mean(c)),
+        });
         lines.push(
           `| ${size} | ${Math.round((size * 1000) / mean(a))} | ${round(p50(a))} | ${Math.round((size * 1000) / mean(c))} | ` +
             `${round(p50(c))} | ${Math.round((size * 1000) / mean(b))} | ${round(p50(b))} | ${round(mean(b) / mean(a))} | ` +
@@ -198,7 +206,8 @@ export async function runCommitLeanBench(): Promise<void> {
           .map((l) => l.toFixed(1))
           .join(' ')}.`,
       );
-      writeResults('commit-lean', { bench: 'commit-lean', date: new Date().toISOString(), report: lines }, [
+      const json = { bench: 'commit-lean', date: new Date().toISOString(), rows, report: lines };
+      writeResults('commit-lean', json, [
         `# commit-lean benchmark (${new Date().toISOString()}, Node ${process.version})`,
         '',
         ...lines,

@@ -6,11 +6,13 @@ import { runCommitBench } from './commit.js';
 import { runCommitLeanBench } from './commit-lean.js';
 import { runCpuBench } from './cpu.js';
 import { runJournalBench } from './journal.js';
+import { runMemoryBench } from './memory.js';
 import { runScaleBench } from './scale.js';
 import { runStreamBench } from './stream.js';
 import { writeSummary } from './summary.js';
 import { baselineRef, checkoutBaseline, currentTarget, type BenchContext } from './support.js';
 import { runTakeoverBench } from './takeover.js';
+import { runTemporalBench } from './temporal.js';
 
 const BENCHES: Record<string, (ctx: BenchContext) => Promise<void>> = {
   cpu: runCpuBench,
@@ -18,14 +20,23 @@ const BENCHES: Record<string, (ctx: BenchContext) => Promise<void>> = {
   commit: runCommitBench,
   'commit-lean': runCommitLeanBench,
   journal: runJournalBench,
+  memory: runMemoryBench,
   scale: runScaleBench,
   takeover: runTakeoverBench,
+  temporal: runTemporalBench,
 };
 /**
- * What `all` runs: takeover is a long kill -9 scenario of its own; scale needs a Temporal CLI (TEMPORAL_CLI), so it
- * joins only when one is given.
+ * What `all` runs: takeover is a long kill -9 scenario of its own; temporal and scale need a Temporal CLI
+ * (TEMPORAL_CLI), so they join only when one is given.
  */
-const ALL = ['cpu', 'stream', 'commit', 'journal', ...(process.env.TEMPORAL_CLI ? ['scale'] : [])];
+const ALL = [
+  'cpu',
+  'stream',
+  'commit',
+  'journal',
+  'memory',
+  ...(process.env.TEMPORAL_CLI ? ['temporal', 'scale'] : []),
+];
 
 const args = process.argv.slice(2);
 const name = args[0];

@@ -80,14 +80,23 @@ export async function probeHead(url: string): Promise<number> {
 
 /** Every server frame of one from_floor replay up to the cut, as raw text, ACKing checkpoints like a client. */
 export async function captureFrames(url: string, cut: number): Promise<string[]> {
-  const ws = new WebSocket(url);
   const frames: string[] = [];
-  return new Promise((resolve, reject) => {
+  await replayFrames(url, cut, (text) => frames.push(text));
+  return frames;
+}
+
+/**
+ * One from_floor replay up to the cut by a raw client that ACKs like a consumer. The reference server
+ * generates its journal as it is first read: a replay before the timed ones keeps that out of them.
+ */
+export function replayFrames(url: string, cut: number, onFrame: (text: string) => void = () => undefined) {
+  const ws = new WebSocket(url);
+  return new Promise<void>((resolve, reject) => {
     let connectionId = '';
     ws.on('error', reject);
     ws.on('message', (data: Buffer) => {
       const text = data.toString('utf8');
-      frames.push(text);
+      onFrame(text);
       const frame = JSON.parse(text) as ServerFrame;
       const send = (body: Parameters<typeof encodeClientFrame>[0]) => ws.send(encodeClientFrame(body));
       switch (frame.type) {
@@ -115,7 +124,7 @@ export async function captureFrames(url: string, cut: number): Promise<string[]>
           });
           if (frame.position >= cut) {
             ws.close();
-            resolve(frames);
+            resolve();
           }
           return;
         case 'error':

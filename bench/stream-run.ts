@@ -2,7 +2,9 @@
 // are the client's alone: consumeStream of the tree at BENCH_TARGET_ROOT replays the reference server's journal
 // from the floor to its cut into a fresh scratch database. BENCH_RUN_MODE=timed measures wall, CPU and commit
 // latency without disturbing the run; BENCH_RUN_MODE=heap is a separate, untimed pass that forces a full GC
-// every LIVE_HEAP_EVERY_MS and reports the largest live heap. Prints one JSON line.
+// every LIVE_HEAP_EVERY_MS and reports the largest live heap; BENCH_RUN_MODE=memory samples the resident set
+// every RSS_EVERY_MS with the events committed by then. The lines TIMED_START and TIMED_END mark the timed
+// window on stdout (the parent samples the server's and Postgres's CPU there). Prints one JSON line last.
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
@@ -11,11 +13,20 @@ import type { consumeStream as ConsumeStream, ConsumeStreamDeps } from '../activ
 import type { ConsumeOutcome, StartDirective } from '../activities/types.js';
 import type * as Db from '../db/index.js';
 import { API_KEY, SUBSCRIPTION } from './simulator-process.js';
-import { withScratchDatabase } from './support.js';
+import { TIMED_END, TIMED_START, withScratchDatabase } from './support.js';
 
 /** The worker's defaults (worker/config.ts STAGING_MAX_*): staging as a deployed consumer stages. */
 export const WORKER_STAGING = { maxEvents: 10_000, maxBytes: 16 * 1024 * 1024, maxAgeMs: 60_000 };
 const LIVE_HEAP_EVERY_MS = 250;
+const RSS_EVERY_MS = 500;
+
+export interface RssSample {
+  /** since the timed window opened */
+  ms: number;
+  /** committed by then */
+  events: number;
+  rssMb: number;
+}
 
 export interface StreamRunResult {
   events: number;
@@ -27,6 +38,8 @@ export interface StreamRunResult {
   maxRssMb: number;
   /** heap mode only: the largest heapUsed right after a forced full GC */
   liveHeapMb: number | null;
+  /** memory mode only */
+  rss: RssSample[] | null;
 }
 
 async function run(): Promise<StreamRunResult> {
@@ -34,7 +47,8 @@ async function run(): Promise<StreamRunResult> {
   const url = process.env.BENCH_URL!;
   const cut = Number(process.env.BENCH_CUT);
   const consumerId = process.env.BENCH_CONSUMER!;
-  const heapMode = process.env.BENCH_RUN_MODE === 'heap';
+  const mode = process.env.BENCH_RUN_MODE;
+  const heapMode = mode === 'heap';
   const from = async <T>(relative: string) => (await import(pathToFileURL(join(root, relative)).href)) as T;
   const { consumeStream } = await from<{ consumeStream: typeof ConsumeStream }>('activities/consume-stream.ts');
   const db = await from<typeof Db>('db/index.ts');
@@ -119,8 +133,13 @@ async function run(): Promise<StreamRunResult> {
           liveHeap = Math.max(liveHeap, process.memoryUsage().heapUsed);
         }, LIVE_HEAP_EVERY_MS);
       }
+      process.stdout.write(`${TIMED_START} ${new URL(dbUrl).pathname.slice(1)}\n`);
       const cpu = process.cpuUsage();
       const t = performance.now();
+      const rss: RssSample[] = [];
+      const sampleRss = () =>
+        rss.push({ ms: performance.now() - t, events, rssMb: process.memoryUsage.rss() / 2 ** 20 });
+      const rssSampler = mode === 'memory' ? setInterval(sampleRss, RSS_EVERY_MS) : undefined;
       try {
         const first = await consume({ mode: 'from_floor', filter: {} });
         if (first.kind !== 'rebound') throw new Error(`from_floor ended ${first.kind}`);
@@ -135,9 +154,12 @@ async function run(): Promise<StreamRunResult> {
         }
       } finally {
         clearInterval(liveSampler);
+        clearInterval(rssSampler);
       }
       const wallMs = performance.now() - t;
       const used = process.cpuUsage(cpu);
+      process.stdout.write(`${TIMED_END}\n`);
+      if (rssSampler) sampleRss();
       return {
         events,
         checkpoints: commitMs.length,
@@ -146,6 +168,7 @@ async function run(): Promise<StreamRunResult> {
         commitMs,
         maxRssMb: process.resourceUsage().maxRSS / 1024,
         liveHeapMb: heapMode ? liveHeap / 2 ** 20 : null,
+        rss: rssSampler ? rss : null,
       };
     } finally {
       await pool.end();

@@ -3,11 +3,17 @@
 // in a child process, and so does every measured run (bench/stream-run.ts), each with a scratch database of its
 // own and the worker's default staging limits: its CPU time and peak RSS are the client's alone. With a
 // baseline, the baseline tree's consumeStream and commitCheckpoint run in alternating rounds with this tree's
-// against the same server. The live heap is measured in a separate, untimed pass (forced GCs), never inside a
-// timed run. Writes bench/results/stream.json and stream.md.
-import { SEED, probeHead, startSimulator, stopSimulator } from './simulator-process.js';
+// against the same server, after one untimed replay that makes the server generate its journal. Postgres's and
+// the reference server's CPU over each timed run are read from /proc by this process, at the edges of the run's
+// timed window. The live heap is measured in a separate, untimed pass (forced GCs), never inside a timed run.
+// Writes bench/results/stream.json and stream.md.
+import { HAS_PROC, postgresCpu, processCpuMs, type PostgresCpu, type PostgresCpuSample } from './proc-cpu.js';
+import { SEED, probeHead, replayFrames, startSimulator, stopSimulator, type Simulator } from './simulator-process.js';
 import type { StreamRunResult } from './stream-run.js';
 import {
+  ADMIN_DATABASE_URL,
+  TIMED_END,
+  TIMED_START,
   describeMachine,
   interleaved,
   machineState,
@@ -40,6 +46,12 @@ export interface StreamRow {
   checkpointsPerSecond: number;
   /** client process CPU (user + system) per event, start-up excluded */
   cpuUsPerEvent: number;
+  /** the whole Postgres server's CPU per event over the timed window; null without a local /proc */
+  postgresCpuUsPerEvent: number | null;
+  /** of which the run's own backends (its scratch database's) */
+  postgresBackendsCpuUsPerEvent: number | null;
+  /** the reference server's CPU per event over the timed window */
+  serverCpuUsPerEvent: number | null;
   commit50Ms: number;
   commit99Ms: number;
   peakRssMb: number;
@@ -47,31 +59,81 @@ export interface StreamRow {
   liveHeapMb: number;
 }
 
-let runSerial = 0;
-
-function streamRun(target: Target, url: string, cut: number, mode: 'timed' | 'heap'): Promise<StreamRunResult> {
-  runSerial += 1;
-  return runBenchProcess<StreamRunResult>('stream-run.ts', `stream run (${target.label}, ${mode})`, {
-    BENCH_TARGET_ROOT: target.root,
-    BENCH_URL: url,
-    BENCH_CUT: String(cut),
-    // A consumer of its own per run: the server keeps no state of one run for the next.
-    BENCH_CONSUMER: `bench-stream-${process.pid}-${runSerial}`,
-    BENCH_RUN_MODE: mode,
-  });
+/** A stream run with the CPU other processes spent over its timed window, ms (null where it cannot be read). */
+export interface MeasuredStreamRun extends StreamRunResult {
+  postgresCpuMs: number | null;
+  postgresBackendsCpuMs: number | null;
+  serverCpuMs: number | null;
 }
 
-async function rowsFor(ctx: BenchContext, checkpointEvery: number): Promise<StreamRow[]> {
+let runSerial = 0;
+
+export async function streamRun(
+  target: Target,
+  sim: Simulator,
+  cut: number,
+  mode: 'timed' | 'heap' | 'memory',
+  postgres: PostgresCpu,
+): Promise<MeasuredStreamRun> {
+  runSerial += 1;
+  let database = '';
+  const samples: { postgres: PostgresCpuSample | null; serverMs: number | null }[] = [];
+  const sample = () =>
+    samples.push({
+      postgres: postgres.available ? postgres.sample(database) : null,
+      serverMs: HAS_PROC ? processCpuMs(sim.process.pid!) : null,
+    });
+  const result = await runBenchProcess<StreamRunResult>(
+    'stream-run.ts',
+    `stream run (${target.label}, ${mode})`,
+    {
+      BENCH_TARGET_ROOT: target.root,
+      BENCH_URL: sim.url,
+      BENCH_CUT: String(cut),
+      // A consumer of its own per run: the server keeps no state of one run for the next.
+      BENCH_CONSUMER: `bench-stream-${process.pid}-${runSerial}`,
+      BENCH_RUN_MODE: mode,
+    },
+    (line) => {
+      if (line.startsWith(TIMED_START)) {
+        database = line.slice(TIMED_START.length).trim();
+        sample();
+      } else if (line === TIMED_END) sample();
+    },
+  );
+  const [start, end] = samples;
+  if (!start || !end) throw new Error(`stream run (${target.label}) did not mark its timed window`);
+  const delta = (a: number | null | undefined, b: number | null | undefined) => (a == null || b == null ? null : b - a);
+  return {
+    ...result,
+    postgresCpuMs: delta(start.postgres?.serverMs, end.postgres?.serverMs),
+    postgresBackendsCpuMs: delta(start.postgres?.databaseMs, end.postgres?.databaseMs),
+    serverCpuMs: delta(start.serverMs, end.serverMs),
+  };
+}
+
+/** µs per event of a CPU time in ms, the median over runs; null when any run could not read it. */
+function usPerEvent(runs: MeasuredStreamRun[], ms: (run: MeasuredStreamRun) => number | null): number | null {
+  const values = runs.map(ms);
+  if (values.some((v) => v === null)) return null;
+  return round(median(values.map((v, i) => (v! * 1000) / runs[i]!.events)));
+}
+
+async function rowsFor(ctx: BenchContext, checkpointEvery: number, postgres: PostgresCpu): Promise<StreamRow[]> {
   const sim = await startSimulator({ transitions: TRANSITIONS, checkpointEvery });
   try {
     const cut = await probeHead(sim.url);
+    // Untimed: the server generates its journal as it is first read (its CPU 28 µs/event then, 8 on the next read).
+    await replayFrames(sim.url, cut);
     const targets = ctx.before ? [ctx.after, ctx.before] : [ctx.after];
-    const timed = new Map<Target, StreamRunResult[]>(targets.map((t) => [t, []]));
+    const timed = new Map<Target, MeasuredStreamRun[]>(targets.map((t) => [t, []]));
     for (let r = 0; r < ROUNDS; r++) {
-      for (const target of interleaved(ctx, r)) timed.get(target)!.push(await streamRun(target, sim.url, cut, 'timed'));
+      for (const target of interleaved(ctx, r)) {
+        timed.get(target)!.push(await streamRun(target, sim, cut, 'timed', postgres));
+      }
     }
     const heap = new Map<Target, StreamRunResult>();
-    for (const target of targets) heap.set(target, await streamRun(target, sim.url, cut, 'heap'));
+    for (const target of targets) heap.set(target, await streamRun(target, sim, cut, 'heap', postgres));
     return targets.map((target) => {
       const runs = timed.get(target)!;
       const commits = runs.flatMap((r) => r.commitMs).sort((a, b) => a - b);
@@ -88,6 +150,9 @@ async function rowsFor(ctx: BenchContext, checkpointEvery: number): Promise<Stre
         eventsPerSecond: Math.round(median(runs.map((r) => events / (r.wallMs / 1000)))),
         checkpointsPerSecond: round(median(runs.map((r) => r.checkpoints / (r.wallMs / 1000)))),
         cpuUsPerEvent: round(median(runs.map((r) => (r.cpuMs * 1000) / events))),
+        postgresCpuUsPerEvent: usPerEvent(runs, (r) => r.postgresCpuMs),
+        postgresBackendsCpuUsPerEvent: usPerEvent(runs, (r) => r.postgresBackendsCpuMs),
+        serverCpuUsPerEvent: usPerEvent(runs, (r) => r.serverCpuMs),
         commit50Ms: round(percentile(commits, 50), 2),
         commit99Ms: round(percentile(commits, 99), 2),
         peakRssMb: round(median(runs.map((r) => r.maxRssMb))),
@@ -101,18 +166,34 @@ async function rowsFor(ctx: BenchContext, checkpointEvery: number): Promise<Stre
 
 export async function runStreamBench(ctx: BenchContext): Promise<void> {
   const start = machineState();
+  const postgres = await postgresCpu(ADMIN_DATABASE_URL);
   const rows: StreamRow[] = [];
   for (const every of CHECKPOINT_EVERY) {
-    for (const row of await rowsFor(ctx, every)) {
+    for (const row of await rowsFor(ctx, every, postgres)) {
       rows.push(row);
       console.log(
         `checkpointEvery ${every} ${row.target}: ${row.eventsPerSecond} ev/s, ${row.cpuUsPerEvent} µs cpu/event, ` +
+          `postgres ${row.postgresCpuUsPerEvent ?? '–'} µs/event (its backends ${row.postgresBackendsCpuUsPerEvent ?? '–'}), ` +
+          `server ${row.serverCpuUsPerEvent ?? '–'} µs/event, ` +
           `commit p50 ${row.commit50Ms} ms p99 ${row.commit99Ms} ms, peak RSS ${row.peakRssMb} MB`,
       );
     }
   }
   const end = machineState();
-  writeResults('stream', { bench: 'stream', seed: SEED, transitions: TRANSITIONS, rounds: ROUNDS, start, end, rows }, [
+  const postgresCpuNote = postgres.available
+    ? { available: true, postmasterPid: postgres.postmasterPid }
+    : { available: false, reason: postgres.reason };
+  const json = {
+    bench: 'stream',
+    seed: SEED,
+    transitions: TRANSITIONS,
+    rounds: ROUNDS,
+    postgresCpu: postgresCpuNote,
+    start,
+    end,
+    rows,
+  };
+  writeResults('stream', json, [
     `# stream benchmark (${end.at})`,
     '',
     `consumeStream replays a seeded journal (seed ${SEED}, ${TRANSITIONS} transitions, all events matched) from the floor to`,
@@ -120,7 +201,13 @@ export async function runStreamBench(ctx: BenchContext): Promise<void> {
     "server and every run are separate processes; each run gets a fresh scratch database and the worker's default staging",
     `limits. Medians of ${ROUNDS} timed runs per tree, the trees alternating; commit percentiles over all of them. cpu =`,
     "the run's user+system time per event; peak RSS = the run process's getrusage maximum (start-up included); live heap =",
-    'the largest heapUsed after a full GC forced every 250 ms, in a separate untimed run.',
+    'the largest heapUsed after a full GC forced every 250 ms, in a separate untimed run. One untimed replay per server',
+    'comes first (it generates the journal as it is first read). postgres cpu = the whole Postgres server (postmaster,',
+    'its live and exited children) over the timed window, from /proc: any other client of the server counts too; run',
+    "backends = the live backends of the run's own database alone; server cpu = the reference server process.",
+    postgres.available
+      ? `Postgres postmaster pid ${postgres.postmasterPid}.`
+      : `Postgres CPU not measured: ${postgres.reason}.`,
     describeMachine(start, end),
     '',
     ...table(
@@ -134,6 +221,9 @@ export async function runStreamBench(ctx: BenchContext): Promise<void> {
         'events/s',
         'checkpoints/s',
         'client cpu µs/event',
+        'postgres cpu µs/event',
+        'run backends µs/event',
+        'server cpu µs/event',
         'commit p50 ms',
         'commit p99 ms',
         'peak RSS MB',
@@ -149,6 +239,9 @@ export async function runStreamBench(ctx: BenchContext): Promise<void> {
         r.eventsPerSecond,
         r.checkpointsPerSecond,
         r.cpuUsPerEvent,
+        r.postgresCpuUsPerEvent ?? '–',
+        r.postgresBackendsCpuUsPerEvent ?? '–',
+        r.serverCpuUsPerEvent ?? '–',
         r.commit50Ms,
         r.commit99Ms,
         r.peakRssMb,

@@ -5,7 +5,9 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CpuRow } from './cpu.js';
+import type { MemoryRow } from './memory.js';
 import type { StreamRow } from './stream.js';
+import type { TemporalRow } from './temporal.js';
 import { RESULTS, round, table, type MachineState } from './support.js';
 
 interface Series {
@@ -15,6 +17,23 @@ interface CommitResult {
   whaleAlertShare: number;
   end: MachineState;
   rows: { size: number; commitCheckpoint: Series; before: Series | null; handWritten: Series }[];
+  /** absent in results written before it was measured */
+  latency?: { ratioP99: number; ratioP99Before: number | null };
+}
+interface CommitLeanResult {
+  date: string;
+  /** absent in results written before it was recorded */
+  rows?: { size: number; ratio: number }[];
+}
+interface TemporalResult {
+  end: MachineState;
+  eventsPerCheckpoint: number;
+  checkpointEvery: number;
+  rows: TemporalRow[];
+}
+interface MemoryResult {
+  end: MachineState;
+  rows: MemoryRow[];
 }
 interface StreamResult {
   end: MachineState;
@@ -140,11 +159,113 @@ function renderPng(svgPath: string, pngPath: string, width: number, height: numb
   return false;
 }
 
+type Cell = string | number | null | undefined;
+
+/**
+ * Issue 12's table: each measure before and after, from the results present (blank where one is missing or
+ * predates the measure).
+ */
+function issue12Table(): string[] {
+  const stream = read<StreamResult>('stream');
+  const commit = read<CommitResult>('commit');
+  const lean = read<CommitLeanResult>('commit-lean');
+  const temporal = read<TemporalResult>('temporal');
+  const memory = read<MemoryResult>('memory');
+  const streamRow = (every: number, target: string) =>
+    stream?.rows.find((r) => r.checkpointEvery === every && r.target === target);
+  const temporalRow = (target: string) => temporal?.rows.find((r) => r.target === target);
+  const memoryRow = (target: string) => memory?.rows.find((r) => r.target === target);
+  const cell = (value: Cell, unit = '') => (value === null || value === undefined ? '' : `${value}${unit}`);
+
+  const leanRatios = lean?.rows?.map((r) => `${r.ratio} at ${r.size.toLocaleString('en')}`).join(', ');
+  const small = (target: string) => streamRow(10, target)?.eventsPerSecond;
+  const smallBefore = small('before');
+  const smallAfter = small('after');
+  const memoryCell = (target: string) => {
+    const row = memoryRow(target);
+    if (!row) return '';
+    const [first, ...rest] = row.rssAtMib;
+    return `${row.peakSampledRssMib} MiB peak; ${first} → ${rest.at(-1)} MiB from 10% to 100%`;
+  };
+  const temporalMeasure = temporal
+    ? `end to end through Temporal, checkpoints of ${temporal.checkpointEvery.toLocaleString('en')} transitions ` +
+      `(${temporal.eventsPerCheckpoint.toLocaleString('en')} events)`
+    : 'end to end through Temporal, 1,000-event checkpoints';
+  const rows: Cell[][] = [
+    [
+      temporalMeasure,
+      cell(temporalRow('before')?.temporalEventsPerSecond, ' ev/s'),
+      cell(temporalRow('after')?.temporalEventsPerSecond, ' ev/s'),
+      '≥ 50,000 ev/s',
+    ],
+    ['commitCheckpoint vs the leanest correct transaction', '', cell(leanRatios), '≥ 0.8× at 100 and 1,000'],
+    [
+      'client CPU per event (consumer process; stream, checkpoints of 1,000 transitions)',
+      cell(streamRow(1000, 'before')?.cpuUsPerEvent, ' µs'),
+      cell(streamRow(1000, 'after')?.cpuUsPerEvent, ' µs'),
+      '≤ 15 µs',
+    ],
+    [
+      'Postgres CPU per event (stream, checkpoints of 1,000 transitions)',
+      cell(streamRow(1000, 'before')?.postgresCpuUsPerEvent, ' µs'),
+      cell(streamRow(1000, 'after')?.postgresCpuUsPerEvent, ' µs'),
+      '≤ 12 µs',
+    ],
+    [
+      'small checkpoints (10 transitions each; stream)',
+      cell(smallBefore, ' ev/s'),
+      smallAfter === undefined
+        ? ''
+        : `${smallAfter} ev/s` + (smallBefore ? ` (${round(smallAfter / smallBefore, 2)}× before)` : ''),
+      '≥ 5× today',
+    ],
+    [
+      'through Temporal vs in-process (events/s ratio)',
+      cell(temporalRow('before')?.ratio),
+      cell(temporalRow('after')?.ratio),
+      'keep ≥ 0.9',
+    ],
+    [
+      'commit p99 of a 1-event checkpoint vs a bare one-row commit (the ACK is sent when the commit resolves)',
+      cell(commit?.latency?.ratioP99Before, '×'),
+      cell(commit?.latency?.ratioP99, '×'),
+      'keep ≤ 5×',
+    ],
+    [
+      `streaming run RSS over a ${memory ? memory.rows[0]!.events.toLocaleString('en') : '1M'}-event replay ` +
+        '(consumeStream in a process of its own)',
+      memoryCell('before'),
+      memoryCell('after'),
+      '≤ 160 MiB (worker), flat',
+    ],
+  ];
+  const sources = [
+    ['stream', stream?.end.at],
+    ['commit', commit?.end.at],
+    ['commit-lean', lean?.date],
+    ['temporal', temporal?.end.at],
+    ['memory', memory?.end.at],
+  ]
+    .map(([name, at]) => `${name} ${at ?? 'missing'}`)
+    .join(', ');
+  return [
+    '## issue 12 table',
+    '',
+    ...table(
+      ['measure', 'before', 'after', 'target'],
+      rows.map((r) => r.map((c) => c ?? '')),
+    ),
+    '',
+    `From bench/results (${sources}); blank = not measured. commit-lean measures this tree only.`,
+    '',
+  ];
+}
+
 export function writeSummary(): void {
   const cpu = read<CpuResult>('cpu');
   const stream = read<StreamResult>('stream');
   const commit = read<CommitResult>('commit');
-  const lines = ['# benchmark summary', ''];
+  const lines = ['# benchmark summary', '', ...issue12Table()];
   if (cpu) {
     lines.push(
       `## client CPU per event (${cpu.end.at}, load ${cpu.end.loadavg.join(' ')})`,
@@ -161,12 +282,25 @@ export function writeSummary(): void {
       `## stream, end to end (${stream.end.at}, load ${stream.end.loadavg.join(' ')})`,
       '',
       ...table(
-        ['checkpointEvery', 'tree', 'events/s', 'client cpu µs/event', 'commit p50 ms', 'peak RSS MB', 'live heap MB'],
+        [
+          'checkpointEvery',
+          'tree',
+          'events/s',
+          'client cpu µs/event',
+          'postgres cpu µs/event',
+          'server cpu µs/event',
+          'commit p50 ms',
+          'peak RSS MB',
+          'live heap MB',
+        ],
         stream.rows.map((r) => [
           r.checkpointEvery,
           r.target,
           r.eventsPerSecond,
           r.cpuUsPerEvent,
+          // Results written before these were measured lack them.
+          r.postgresCpuUsPerEvent ?? '–',
+          r.serverCpuUsPerEvent ?? '–',
           r.commit50Ms,
           r.peakRssMb,
           r.liveHeapMb,

@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import pg from 'pg';
 
@@ -21,9 +22,12 @@ export function scratchDatabaseName(prefix: string): string {
   return `${prefix}_${process.pid}_${randomBytes(4).toString('hex')}`;
 }
 
+/** The server the benches' scratch databases are created on. */
+export const ADMIN_DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
 /** Creates a database of its own for `fn` (named after `prefix`), runs `fn` with its URL, then drops it. */
 export async function withScratchDatabase<T>(prefix: string, fn: (url: string) => Promise<T>): Promise<T> {
-  const adminUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+  const adminUrl = ADMIN_DATABASE_URL;
   const name = scratchDatabaseName(prefix);
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
@@ -179,23 +183,36 @@ export function table(header: string[], rows: (string | number)[][]): string[] {
   ];
 }
 
+/** The lines a bench process prints at the edges of its timed window (TIMED_START followed by its database). */
+export const TIMED_START = 'bench:timed-start';
+export const TIMED_END = 'bench:timed-end';
+
 /**
  * Runs `bench/<script>` in a process of its own (its CPU time and peak RSS are its alone) with `env` added, and
- * resolves with the JSON of the last line it prints.
+ * resolves with the JSON of the last line it prints. `onLine` sees every line as it arrives: a run marks the
+ * edges of its timed window on stdout, so that the parent can sample other processes there.
  */
-export function runBenchProcess<T>(script: string, what: string, env: Record<string, string>): Promise<T> {
+export function runBenchProcess<T>(
+  script: string,
+  what: string,
+  env: Record<string, string>,
+  onLine?: (line: string) => void,
+): Promise<T> {
   const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench', script)], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...process.env, ...env },
   });
-  let out = '';
-  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => {
-      const last = out.trim().split('\n').at(-1);
-      if (code !== 0 || !last) reject(new Error(`${what} exited with ${code}`));
-      else resolve(JSON.parse(last) as T);
-    });
+  let last = '';
+  const lines = createInterface({ input: child.stdout });
+  lines.on('line', (line) => {
+    if (line.trim() !== '') last = line;
+    onLine?.(line);
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const read = new Promise<void>((resolve) => lines.once('close', resolve));
+  return Promise.all([exited, read]).then(([code]) => {
+    if (code !== 0 || !last) throw new Error(`${what} exited with ${code}`);
+    return JSON.parse(last) as T;
   });
 }

@@ -1,0 +1,142 @@
+// CPU time of other processes, read from /proc (Linux): the reference server's, a worker's, and the Postgres
+// server's. A bench samples before and after a timed window and subtracts; none of it runs inside a measured
+// process.
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import pg from 'pg';
+
+/** Whether this machine has a Linux /proc to read CPU times from. */
+export const HAS_PROC = existsSync('/proc/self/stat');
+
+/** Clock ticks per second of /proc's times (USER_HZ, 100 on every Linux seen, but asked rather than assumed). */
+const TICKS_PER_SECOND = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+interface ProcStat {
+  ppid: number;
+  /** utime + stime, ms */
+  ownMs: number;
+  /** cutime + cstime: the children it has waited for, ms */
+  reapedChildrenMs: number;
+}
+
+function procStat(pid: number): ProcStat | null {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return null; // exited
+  }
+  // The command name (field 2) may hold spaces; the fields after it are space-separated. Field 4 = ppid,
+  // 14..17 = utime, stime, cutime, cstime.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  const ms = (i: number) => (Number(fields[i]) * 1000) / TICKS_PER_SECOND;
+  return { ppid: Number(fields[1]), ownMs: ms(11) + ms(12), reapedChildrenMs: ms(13) + ms(14) };
+}
+
+/** utime + stime of a live process, in ms. */
+export function processCpuMs(pid: number): number {
+  const stat = procStat(pid);
+  if (!stat) throw new Error(`process ${pid} is not in /proc`);
+  return stat.ownMs;
+}
+
+function commandName(pid: number): string | null {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+  } catch {
+    return null;
+  }
+}
+
+function children(pid: number): number[] {
+  const file = `/proc/${pid}/task/${pid}/children`;
+  if (existsSync(file)) {
+    return readFileSync(file, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  }
+  // Kernels without CONFIG_PROC_CHILDREN: every process's parent.
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .map(Number)
+    .filter((child) => procStat(child)?.ppid === pid);
+}
+
+/** The Postgres server's CPU so far, in ms: what a bench subtracts across a timed window. */
+export interface PostgresCpuSample {
+  /**
+   * The whole server: the postmaster's own and reaped children's time plus its live children's (backends,
+   * checkpointer, WAL writer, …). Every client of the server counts, not only the bench's.
+   */
+  serverMs: number;
+  /** The live backends connected to `database` alone (a backend's process title names its database). */
+  databaseMs: number;
+}
+
+export type PostgresCpu =
+  | { available: true; postmasterPid: number; sample: (database: string) => PostgresCpuSample }
+  | { available: false; reason: string };
+
+const LOCAL_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1', '']);
+
+/**
+ * Finds the Postgres server at `url` in /proc: the parent of the backend that serves a connection is the
+ * postmaster. Unavailable when there is no /proc, the server is not on this machine, or the backend's pid is
+ * not a postgres process here (another pid namespace, e.g. a container).
+ */
+export async function postgresCpu(url: string): Promise<PostgresCpu> {
+  if (!HAS_PROC) return { available: false, reason: 'no /proc on this machine' };
+  const host = new URL(url).hostname;
+  if (!LOCAL_HOSTS.has(host)) return { available: false, reason: `Postgres at ${host} is not on this machine` };
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  let backend: number;
+  let postmaster: number | undefined;
+  let backendCommand: string | null;
+  try {
+    backend = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    // Read while connected: the backend exits with its connection.
+    postmaster = procStat(backend)?.ppid;
+    backendCommand = commandName(backend);
+  } finally {
+    await client.end();
+  }
+  if (postmaster === undefined || backendCommand !== 'postgres' || commandName(postmaster) !== 'postgres') {
+    return { available: false, reason: `backend ${backend} is not a postgres process in this machine's /proc` };
+  }
+  return {
+    available: true,
+    postmasterPid: postmaster,
+    sample: (database) => {
+      // Children first, then the postmaster: a backend that exits in between is missed rather than counted twice.
+      let serverMs = 0;
+      let databaseMs = 0;
+      for (const child of children(postmaster)) {
+        const stat = procStat(child);
+        if (!stat) continue;
+        serverMs += stat.ownMs;
+        if (backendDatabase(child) === database) databaseMs += stat.ownMs;
+      }
+      const own = procStat(postmaster);
+      if (!own) throw new Error(`the postmaster (${postmaster}) exited`);
+      serverMs += own.ownMs + own.reapedChildrenMs;
+      return { serverMs, databaseMs };
+    },
+  };
+}
+
+/** A backend's database from its process title ("postgres: [cluster: ]user database host(port) state"). */
+function backendDatabase(pid: number): string | null {
+  let title: string;
+  try {
+    title = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+  } catch {
+    return null;
+  }
+  const match = /^postgres: (?:\S+: )?\S+ (\S+) /.exec(title);
+  return match ? match[1]! : null;
+}

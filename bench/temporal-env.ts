@@ -1,0 +1,166 @@
+// What the benches that run consumers through Temporal share (scale, temporal): a local Temporal dev server
+// (TEMPORAL_CLI), a tree's workflow bundle, worker processes (`worker/main.ts` of a tree, as operators run it),
+// and one replay of the reference server's journal by N consumers from the floor to the cut.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import type * as Db from '../db/index.js';
+import type { consumerWorkflow } from '../workflows/index.js';
+import {
+  consumerIdSearchAttribute,
+  consumerWorkflowId,
+  kindSearchAttribute,
+  phaseSearchAttribute,
+} from '../workflows/definitions.js';
+import { processCpuMs } from './proc-cpu.js';
+import { API_KEY, type Simulator } from './simulator-process.js';
+import { importFrom, withScratchDatabase, type Target } from './support.js';
+
+const NAMESPACE = 'default';
+
+/** A local Temporal dev server with the consumer's search attributes. */
+export async function startTemporal(bench: string): Promise<TestWorkflowEnvironment> {
+  const cli = process.env.TEMPORAL_CLI;
+  if (!cli) throw new Error(`the ${bench} bench needs TEMPORAL_CLI (the path scripts/ensure-temporal-cli.sh prints)`);
+  return TestWorkflowEnvironment.createLocal({
+    server: {
+      executable: { type: 'existing-path', path: cli },
+      ip: '127.0.0.1',
+      namespace: NAMESPACE,
+      searchAttributes: [consumerIdSearchAttribute, phaseSearchAttribute, kindSearchAttribute],
+      log: { format: 'pretty', level: 'warn' },
+    },
+  });
+}
+
+/** The target's workflow bundle, built once into `dir`: workers start without bundling. */
+export async function bundleWorkflows(target: Target, dir: string): Promise<string> {
+  const path = join(dir, `workflow-bundle-${target.label}.js`);
+  const { code } = await bundleWorkflowCode({ workflowsPath: join(target.root, 'workflows/index.ts') });
+  await writeFile(path, code);
+  return path;
+}
+
+interface Worker {
+  child: ChildProcess;
+  running: Promise<void>;
+  exited: Promise<void>;
+  stderr: string[];
+}
+
+function spawnWorker(target: Target, env: Record<string, string>): Worker {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(target.root, 'worker/main.ts')], {
+    cwd: target.root,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const stderr: string[] = [];
+  createInterface({ input: child.stderr }).on('line', (line) => stderr.push(line));
+  const lastLines: string[] = [];
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const running = new Promise<void>((resolve, reject) => {
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      if (line.includes('"worker running"')) resolve();
+      lastLines.push(line);
+      if (lastLines.length > 5) lastLines.shift();
+    });
+    void exited.then(() =>
+      reject(new Error(`worker exited before running: ${[...lastLines, ...stderr.slice(-5)].join('\n')}`)),
+    );
+  });
+  return { child, running, exited, stderr };
+}
+
+async function stopWorker(worker: Worker): Promise<void> {
+  if (worker.child.exitCode !== null || worker.child.signalCode !== null) return;
+  worker.child.kill('SIGTERM');
+  const killed = setTimeout(() => worker.child.kill('SIGKILL'), 30_000);
+  await worker.exited;
+  clearTimeout(killed);
+}
+
+export interface TemporalReplay {
+  /** from starting the workflows to the last consumer's cut commit seen */
+  wallMs: number;
+  /** user+system CPU of the worker processes over the same window */
+  workerCpuMs: number;
+}
+
+/**
+ * `consumers` consumerWorkflows (from_floor, filter {}) on `workers` worker processes of `target` with the
+ * default settings, a scratch database of their own, until every consumer's committed position is `head`
+ * (polled every `pollMs`). Workers start, and migrate, before the clock does.
+ */
+export function replayThroughTemporal(options: {
+  env: TestWorkflowEnvironment;
+  target: Target;
+  bundlePath: string;
+  sim: Simulator;
+  head: number;
+  workers: number;
+  consumers: number;
+  pollMs: number;
+  timeoutMs: number;
+}): Promise<TemporalReplay> {
+  const { env, target, sim, head, workers, consumers } = options;
+  return withScratchDatabase('whalehunt_bench_temporal', async (dbUrl) => {
+    const db = await importFrom<typeof Db>(target, 'db/index.ts');
+    const taskQueue = `bench-temporal-${randomUUID().slice(0, 8)}`;
+    const workerEnv = {
+      DATABASE_URL: dbUrl,
+      TEMPORAL_ADDRESS: env.address,
+      TEMPORAL_NAMESPACE: NAMESPACE,
+      TASK_QUEUE: taskQueue,
+      WHALEHUNT_URL: sim.url,
+      WHALEHUNT_API_KEY: API_KEY,
+      WORKFLOW_BUNDLE_PATH: options.bundlePath,
+      LOG_LEVEL: 'INFO', // "worker running" is logged at INFO
+    };
+    const pool = db.createPool(dbUrl, { max: 2 });
+    const started = Array.from({ length: workers }, () => spawnWorker(target, workerEnv));
+    try {
+      await Promise.all(started.map((w) => w.running));
+      const cpuBefore = started.map((w) => processCpuMs(w.child.pid!));
+      const ids = Array.from({ length: consumers }, (_, i) => `bench-${i}-${randomUUID().slice(0, 8)}`);
+      const t = performance.now();
+      await Promise.all(
+        ids.map((consumerId, i) =>
+          env.client.workflow.start<typeof consumerWorkflow>('consumerWorkflow', {
+            taskQueue,
+            workflowId: consumerWorkflowId(consumerId),
+            args: [{ consumerId, subscriptionId: `sub-bench-${i}`, filter: {}, initialStart: 'from_floor' }],
+            typedSearchAttributes: [
+              { key: consumerIdSearchAttribute, value: consumerId },
+              { key: phaseSearchAttribute, value: 'streaming' },
+            ],
+          }),
+        ),
+      );
+      const pending = new Set(ids);
+      while (pending.size > 0) {
+        if (performance.now() - t > options.timeoutMs)
+          throw new Error(`${pending.size} of ${consumers} consumers short of the cut after ${options.timeoutMs} ms`);
+        for (const id of [...pending]) if ((await db.loadCommitted(pool, id))?.position === head) pending.delete(id);
+        if (pending.size > 0) await new Promise((resolve) => setTimeout(resolve, options.pollMs));
+      }
+      const wallMs = performance.now() - t;
+      const workerCpuMs = started.reduce((sum, w, i) => sum + processCpuMs(w.child.pid!) - cpuBefore[i]!, 0);
+      await Promise.all(
+        ids.map((id) =>
+          env.client.workflow
+            .getHandle(consumerWorkflowId(id))
+            .terminate('bench done')
+            .catch(() => undefined),
+        ),
+      );
+      return { wallMs, workerCpuMs };
+    } finally {
+      await Promise.all(started.map(stopWorker));
+      await pool.end();
+    }
+  });
+}

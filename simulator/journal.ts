@@ -11,6 +11,7 @@ import { createReadStream } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { z } from 'zod';
+import { isoTimestamp } from './iso-timestamp.js';
 import { canonicalJson } from '../protocol/canonical.js';
 import type { History, Mappings, QualityScope, QualityState } from '../protocol/codec.js';
 
@@ -149,29 +150,6 @@ interface GeneratorState {
   recentTrades: KnownTrade[];
   clockMs: number;
   entitySeq: number;
-}
-
-const DAY_MS = 86_400_000;
-let isoDay = Number.NaN;
-let isoDayPrefix = '';
-
-/**
- * new Date(ms).toISOString() for the integer milliseconds the generator makes, with the date part kept from the
- * previous call of the same day: formatting a Date was the largest part of generating an event.
- */
-function isoTimestamp(ms: number): string {
-  const day = Math.floor(ms / DAY_MS);
-  if (day !== isoDay) {
-    isoDay = day;
-    isoDayPrefix = new Date(day * DAY_MS).toISOString().slice(0, 11);
-  }
-  const t = ms - day * DAY_MS;
-  const two = (n: number) => (n < 10 ? `0${n}` : `${n}`);
-  const millis = t % 1000;
-  return (
-    `${isoDayPrefix}${two(Math.floor(t / 3_600_000))}:${two(Math.floor(t / 60_000) % 60)}:` +
-    `${two(Math.floor(t / 1000) % 60)}.${millis < 10 ? `00${millis}` : millis < 100 ? `0${millis}` : millis}Z`
-  );
 }
 
 const HEX_BYTE = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'));

@@ -2,8 +2,10 @@
 import { appendFile, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { tradeDataSchema } from '../../protocol/codec.js';
+import { isoTimestamp } from '../../simulator/iso-timestamp.js';
 import { Journal, JournalError, type Transition } from '../../simulator/journal.js';
 
 function all(journal: Journal): Transition[] {
@@ -191,5 +193,21 @@ describe('Journal', () => {
     expect(journal.redeliver([late.eventId]).events[0]).toEqual({ ...late, ordinal: 1 });
     journal.setRetentionFloor(RUN_LENGTH + 7);
     expect(all(journal)).toEqual(published.slice(RUN_LENGTH + 6));
+  });
+});
+
+describe('isoTimestamp', () => {
+  it('writes what Date#toISOString writes, across days and years', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 8_640_000_000_000_000 - 5_000 }),
+        fc.integer({ min: -5_000, max: 5_000 }),
+        (ms, step) => {
+          // two calls in a row: the second may reuse the first one's day
+          for (const at of [ms, Math.max(0, ms + step)]) expect(isoTimestamp(at)).toBe(new Date(at).toISOString());
+        },
+      ),
+      { numRuns: 2_000 },
+    );
   });
 });

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import WebSocket from 'ws';
 import { decodeServerFrame, encodeClientFrame, type ServerFrame } from '../protocol/codec.js';
+import { DEFAULT_RUN_LENGTH } from '../simulator/journal.js';
 import { ROOT } from './support.js';
 
 export const SEED = 7;
@@ -22,6 +23,8 @@ export async function startSimulator(options: {
   transitions: number;
   checkpointEvery: number;
   liveRate?: number;
+  /** Keep the whole journal generated once read (the benches that replay it several times). */
+  keepJournal?: boolean;
 }): Promise<Simulator> {
   const child = spawn(
     process.execPath,
@@ -42,6 +45,9 @@ export async function startSimulator(options: {
       '--token-secret',
       'bench-stream-secret',
       ...(options.liveRate ? ['--live-rate', String(options.liveRate)] : []),
+      ...(options.keepJournal
+        ? ['--cached-runs', String(Math.ceil(options.transitions / DEFAULT_RUN_LENGTH) + 1)]
+        : []),
     ],
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
   );

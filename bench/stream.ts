@@ -27,7 +27,11 @@ import {
   type Target,
 } from './support.js';
 
-const TRANSITIONS = Number(process.env.BENCH_TRANSITIONS ?? 20_000);
+/**
+ * About 250,000 events: long enough that start-up and JIT warm-up are a small part of a run, as in a replay of
+ * months (at 20,000 transitions they were a third of the consumer's CPU).
+ */
+const TRANSITIONS = Number(process.env.BENCH_TRANSITIONS ?? 100_000);
 /** BENCH_CHECKPOINT_EVERY=100 narrows a run while investigating. */
 const CHECKPOINT_EVERY = (process.env.BENCH_CHECKPOINT_EVERY ?? '10,100,1000').split(',').map(Number);
 /** Timed runs per tree and row. */
@@ -120,7 +124,7 @@ function usPerEvent(runs: MeasuredStreamRun[], ms: (run: MeasuredStreamRun) => n
 }
 
 async function rowsFor(ctx: BenchContext, checkpointEvery: number, postgres: PostgresCpu): Promise<StreamRow[]> {
-  const sim = await startSimulator({ transitions: TRANSITIONS, checkpointEvery });
+  const sim = await startSimulator({ transitions: TRANSITIONS, checkpointEvery, keepJournal: true });
   try {
     const cut = await probeHead(sim.url);
     // Untimed: the server generates its journal as it is first read (its CPU 28 µs/event then, 8 on the next read).

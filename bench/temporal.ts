@@ -1,4 +1,4 @@
-// Through Temporal against in-process: the stream bench's journal (BENCH_TRANSITIONS, default 20,000, a
+// Through Temporal against in-process: the stream bench's journal (BENCH_TRANSITIONS, default 100,000, a
 // checkpoint every 1,000 batches) replayed from the floor to its cut by ONE consumer, either as consumerWorkflow
 // (from_floor) on one worker process of the tree with the default settings, or in-process (a timed stream run:
 // consumeStream alone in a process of its own), against the same reference server, the modes and trees
@@ -24,7 +24,11 @@ import {
 } from './support.js';
 import { bundleWorkflows, replayThroughTemporal, startTemporal } from './temporal-env.js';
 
-const TRANSITIONS = Number(process.env.BENCH_TRANSITIONS ?? 20_000);
+/**
+ * About 250,000 events: long enough that start-up and JIT warm-up are a small part of a run, as in a replay of
+ * months (at 20,000 transitions they were a third of the consumer's CPU).
+ */
+const TRANSITIONS = Number(process.env.BENCH_TRANSITIONS ?? 100_000);
 const CHECKPOINT_EVERY = 1_000;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 /** The cut commit is polled for: 10 ms is well under 1% of a replay's wall time. */
@@ -57,7 +61,7 @@ export interface TemporalRow {
 export async function runTemporalBench(ctx: BenchContext): Promise<void> {
   const env = await startTemporal('temporal');
   const dir = await mkdtemp(join(tmpdir(), 'whalehunt-bench-temporal-'));
-  const sim = await startSimulator({ transitions: TRANSITIONS, checkpointEvery: CHECKPOINT_EVERY });
+  const sim = await startSimulator({ transitions: TRANSITIONS, checkpointEvery: CHECKPOINT_EVERY, keepJournal: true });
   try {
     const start = machineState();
     const postgres = await postgresCpu(ADMIN_DATABASE_URL);

@@ -22,7 +22,11 @@ async function loadJournal(config: SimulatorConfig): Promise<Journal> {
     );
     if (exists) return Journal.load(config.journalFile);
   }
-  const journal = Journal.generate({ seed: config.seed, transitions: config.transitions });
+  const journal = Journal.generate({
+    seed: config.seed,
+    transitions: config.transitions,
+    cachedRuns: config.cachedRuns,
+  });
   if (config.journalFile) await journal.save(config.journalFile);
   return journal;
 }

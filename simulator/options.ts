@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import type { FaultPlan } from './faults.js';
+import { DEFAULT_CACHED_RUNS, DEFAULT_RUN_LENGTH } from './journal.js';
 
 export class SimulatorUsageError extends Error {
   override readonly name = 'SimulatorUsageError';
@@ -16,6 +17,7 @@ const flagsSchema = z
     host: z.string().min(1).default('127.0.0.1'),
     seed: int(0).default(42),
     transitions: int(0).default(2000),
+    'cached-runs': int(1).default(DEFAULT_CACHED_RUNS),
     'live-rate': z.coerce.number().min(0).default(0),
     'api-key': z.array(z.string().min(1)).default([]),
     journal: z.string().min(1).optional(),
@@ -66,6 +68,7 @@ const stringFlags = [
   'host',
   'seed',
   'transitions',
+  'cached-runs',
   'live-rate',
   'journal',
   'stream',
@@ -110,6 +113,8 @@ The reference Whalehunt stream server: the WebSocket stream and the paginated hi
   --api-key KEY                  an accepted API key (repeatable; default WHALEHUNT_API_KEY)
   --seed N                       journal seed (default 42)
   --transitions N                transitions generated up front (default 2000)
+  --cached-runs N                runs of ${DEFAULT_RUN_LENGTH} generated transitions kept in memory, the others regenerated
+                                 as they are read (default ${DEFAULT_CACHED_RUNS}: memory against CPU)
   --journal FILE                 load the journal from FILE, or generate it and write it there
   --live-rate N                  generated transitions appended per second (default 0)
   --stream NAME                  stream name (default polymarket)
@@ -155,6 +160,7 @@ export interface SimulatorConfig {
   host: string;
   seed: number;
   transitions: number;
+  cachedRuns: number;
   liveRate: number;
   apiKeys: string[];
   journalFile: string | undefined;
@@ -233,6 +239,7 @@ export function parseSimulatorArgs(argv: readonly string[], env: NodeJS.ProcessE
     host: f.host,
     seed: f.seed,
     transitions: f.transitions,
+    cachedRuns: f['cached-runs'],
     liveRate: f['live-rate'],
     apiKeys,
     journalFile: f.journal,

@@ -11,6 +11,7 @@ describe('parseSimulatorArgs', () => {
       port: 8787,
       seed: 42,
       transitions: 2000,
+      cachedRuns: 8,
       liveRate: 0,
       apiKeys: ['env-key'],
       checkpointEvery: 10,
@@ -28,6 +29,8 @@ describe('parseSimulatorArgs', () => {
         '7',
         '--transitions',
         '50',
+        '--cached-runs',
+        '3',
         '--live-rate',
         '2.5',
         '--api-key',
@@ -68,6 +71,7 @@ describe('parseSimulatorArgs', () => {
       port: 0,
       seed: 7,
       transitions: 50,
+      cachedRuns: 3,
       liveRate: 2.5,
       apiKeys: ['a', 'b'],
       journalFile: 'j.jsonl',
@@ -140,7 +144,7 @@ describe('--help', () => {
     expect(wantsHelp(['-h'])).toBe(true);
     expect(wantsHelp(['--port', '1'])).toBe(false);
     const flags = [
-      ...'port host api-key seed transitions journal live-rate stream checkpoint-every live-checkpoint-every'.split(
+      ...'port host api-key seed transitions cached-runs journal live-rate stream checkpoint-every live-checkpoint-every'.split(
         ' ',
       ),
       ...'live-checkpoint-interval-ms max-unacked slow-consumer-grace-ms max-frame-bytes token-secret'.split(' '),

@@ -71,6 +71,9 @@ export const HISTOGRAM_BUCKETS: Record<string, number[]> = {
   [METRIC_NAMES.commitToAck]: [0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
 };
 
+/** The head gauge lags the latest head seen by at most this, or until the next commit. */
+const HEAD_REPORT_EVERY_MS = 1_000;
+
 /** Counters are created without `_total`: the exporter appends it. */
 const counterName = (scraped: string): string => scraped.replace(/_total$/, '');
 
@@ -96,7 +99,7 @@ export function meterMetrics(meter: MetricMeter): ConsumerMetrics {
   const decisions = counter(n.decisions, 'Operator decisions recorded');
   const awaiting = gauge(n.awaitingDecision, '1 while a consumer waits for an operator decision, by reason');
 
-  const heads = new Map<string, number>();
+  const heads = new Map<string, { seen: number; reported: number; reportedAt: number }>();
   const heldReported = new Set<string>();
   const setAwaiting = (consumer: string, active: AwaitingDecisionReason | null): void => {
     for (const reason of AWAITING_DECISION_REASONS) awaiting.set(reason === active ? 1 : 0, { consumer, reason });
@@ -121,14 +124,28 @@ export function meterMetrics(meter: MetricMeter): ConsumerMetrics {
       }
       commitDuration.record(duration, { consumer, kind });
       committedPosition.set(position, { consumer });
+      const head = heads.get(consumer);
+      if (head !== undefined && head.seen > head.reported) {
+        headPosition.set(head.seen, { consumer });
+        head.reported = head.seen;
+        head.reportedAt = performance.now();
+      }
     },
     ackSent(consumer, duration) {
       commitToAck.record(duration, { consumer });
     },
     headSeen(consumer, position) {
-      if (position <= (heads.get(consumer) ?? -1)) return;
-      heads.set(consumer, position);
-      headPosition.set(position, { consumer });
+      const head = heads.get(consumer);
+      if (head !== undefined && position <= head.seen) return;
+      const now = performance.now();
+      // Every batch of a replay moves the head: report it at most once a second (and with each commit), not once
+      // per frame — a gauge write is a call into the native runtime.
+      if (head === undefined || now - head.reportedAt >= HEAD_REPORT_EVERY_MS) {
+        headPosition.set(position, { consumer });
+        heads.set(consumer, { seen: position, reported: position, reportedAt: now });
+      } else {
+        head.seen = position;
+      }
     },
     reconnected(consumer, code) {
       reconnects.add(1, { consumer, code });

@@ -63,8 +63,15 @@ export class StreamConnection {
   readonly ended: Promise<ConnectionEnd>;
   #resolveEnded: (end: ConnectionEnd) => void = () => undefined;
   #result: ConnectionEnd | null = null;
-  /** Frames and ticks are handled one at a time, in order; commits run beside them (#committing). */
-  #queue: Promise<void> = Promise.resolve();
+  /**
+   * Frames and ticks, handled one at a time, in order, by #drain; commits run beside them (#committing). A task
+   * runs synchronously unless it must wait (for a commit to make room): no promise per frame, which Temporal's
+   * async context tracking makes costly.
+   */
+  readonly #tasks: Array<() => void | Promise<void>> = [];
+  #draining = false;
+  /** Settled when the drain loop stopped (the connection waits for it before closing). */
+  #drained: Promise<void> = Promise.resolve();
   #queuedFrames = 0;
   /** Complete checkpoints, in order, waiting for the commit in flight to finish. */
   #waiting: CheckpointPlan[] = [];
@@ -157,23 +164,36 @@ export class StreamConnection {
     if (!this.#isActive()) return;
     this.#queuedFrames += 1;
     if (this.#queuedFrames >= MAX_QUEUED_FRAMES && !ws.isPaused) ws.pause();
-    this.#enqueue(() => this.#handleFrame(data, isBinary));
-    this.#queue = this.#queue.then(() => {
+    this.#enqueue(() => {
       this.#queuedFrames -= 1;
       if (ws.isPaused && this.#queuedFrames <= MAX_QUEUED_FRAMES / 2) ws.resume();
+      return this.#handleFrame(data, isBinary);
     });
   }
 
   /** Runs `task` after the queued ones, unless the connection ended or its epoch was retired meanwhile. */
-  #enqueue(task: () => Promise<void> | void): void {
-    this.#queue = this.#queue
-      .then(() => (this.#result || !this.#isActive() ? undefined : task()))
-      .catch((error: unknown) =>
-        this.#end({ kind: 'throw', error: error instanceof Error ? error : new Error(String(error)) }),
-      );
+  #enqueue(task: () => void | Promise<void>): void {
+    this.#tasks.push(task);
+    if (!this.#draining) this.#drained = this.#drain();
   }
 
-  async #handleFrame(data: WebSocket.RawData, isBinary: boolean): Promise<void> {
+  async #drain(): Promise<void> {
+    this.#draining = true;
+    try {
+      for (let task = this.#tasks.shift(); task !== undefined; task = this.#tasks.shift()) {
+        if (this.#result || !this.#isActive()) continue;
+        const waiting = task();
+        if (waiting !== undefined) await waiting;
+      }
+    } catch (error) {
+      this.#end({ kind: 'throw', error: error instanceof Error ? error : new Error(String(error)) });
+      this.#tasks.length = 0;
+    } finally {
+      this.#draining = false;
+    }
+  }
+
+  #handleFrame(data: WebSocket.RawData, isBinary: boolean): void | Promise<void> {
     const { config, log, hooks } = this.deps;
     const { session } = this.current;
     let frame;
@@ -201,15 +221,20 @@ export class StreamConnection {
       this.deps.metrics?.headSeen(this.run.consumerId, frame.type === 'hello' ? frame.history.head : frame.position);
     const actions = session.receive(frame);
     if (session.state === 'streaming') clearTimeout(this.#handshakeTimer);
-    await this.#perform(actions);
-    if (frame.type === 'batch' && !this.#result && session.state === 'streaming')
-      await hooks?.afterStage?.(frame.position);
+    const afterStage = (): void | Promise<void> => {
+      if (frame.type === 'batch' && !this.#result && session.state === 'streaming')
+        return hooks?.afterStage?.(frame.position);
+    };
+    const performing = this.#perform(actions);
+    return performing === undefined ? afterStage() : performing.then(afterStage);
   }
 
-  async #perform(actions: SessionAction[]): Promise<void> {
+  /** Carries out the session's actions in order; a promise only when one must wait (a commit making room). */
+  #perform(actions: readonly SessionAction[], from = 0): void | Promise<void> {
     const { config, log } = this.deps;
-    for (const action of actions) {
+    for (let index = from; index < actions.length; index++) {
       if (this.#result) return;
+      const action = actions[index]!;
       switch (action.type) {
         case 'authenticate':
           this.#send({ type: 'authenticate', apiKey: config.apiKey });
@@ -217,9 +242,11 @@ export class StreamConnection {
         case 'send':
           this.#send(action.frame);
           break;
-        case 'commit':
-          await this.#commit(action.plan);
+        case 'commit': {
+          const room = this.#commit(action.plan);
+          if (room !== undefined) return room.then(() => this.#perform(actions, index + 1));
           break;
+        }
         case 'cut_reached':
           log.info('stream caught up with its cut', {
             position: action.position,
@@ -241,12 +268,12 @@ export class StreamConnection {
    * when more than the staging bound of events waits uncommitted (memory), and after a rebinding start's
    * checkpoint (its connection ends with that commit).
    */
-  async #commit(plan: CheckpointPlan): Promise<void> {
+  #commit(plan: CheckpointPlan): Promise<void> | undefined {
     this.#waiting.push(plan);
     this.#waitingEvents += plan.events.length;
     this.#kickCommits();
     if (this.current.returnsRebound || this.#waitingEvents > this.deps.config.staging.maxEvents) {
-      await this.#committing;
+      return this.#committing ?? undefined;
     }
   }
 
@@ -407,7 +434,7 @@ export class StreamConnection {
     clearInterval(this.#ageTimer);
     this.#waiting = [];
     this.#waitingEvents = 0;
-    void this.#queue.then(() => this.#committing).then(() => this.#close(value));
+    void this.#drained.then(() => this.#committing).then(() => this.#close(value));
   }
 
   async #close(value: ConnectionEnd): Promise<void> {

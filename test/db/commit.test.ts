@@ -20,6 +20,7 @@ import {
   type CheckpointOutcome,
 } from '../../db/index.js';
 import { InvalidPlan } from '../../domain/errors.js';
+import type { CheckpointPlan } from '../../protocol/types.js';
 import { createTestDatabase, useTestDatabase } from '../support/db.js';
 import {
   committed,
@@ -626,32 +627,36 @@ describe('the executions a run knows (RecentExecutions)', () => {
     return { counts, restore: () => Object.assign(spied, { query, connect }) };
   }
 
-  it('a correction of an entity the run committed earlier commits in the one statement, exactly', async () => {
-    const { consumerId, fence } = await startConsumer(3);
-    const recent = new RecentExecutions();
-    const first = await commitCheckpoints(
-      db.pool,
-      [makePlan(consumerId, { fence, position: 4, events: [trade(4, 'e-1', { price: '0.5', size: '100' })] })],
-      recent,
-    );
+  /** commitCheckpoints of one plan for the run that knows `recent`, and how it reached the database. */
+  async function commitCounted(plan: CheckpointPlan, recent: RecentExecutions) {
     const calls = countCalls(db.pool);
-    let outcomes: CheckpointOutcome[];
     try {
-      outcomes = await commitCheckpoints(
-        db.pool,
-        [
-          makePlan(consumerId, {
-            fence: next(fence, first[0]!),
-            position: 5,
-            events: [correction(5, 'e-1', 2, { price: '0.7', size: '100' })],
-          }),
-        ],
-        recent,
-      );
+      return { outcomes: await commitCheckpoints(db.pool, [plan], recent), counts: calls.counts };
     } finally {
       calls.restore();
     }
-    expect(calls.counts).toEqual({ statements: 1, transactions: 0 });
+  }
+
+  /** A consumer whose run committed the trade e-1 (0.5 x 100), with what that run knows. */
+  async function runThatTraded() {
+    const { consumerId, fence } = await startConsumer(3);
+    const recent = new RecentExecutions();
+    const trade1 = trade(4, 'e-1', { price: '0.5', size: '100' });
+    const [outcome] = await commitCheckpoints(
+      db.pool,
+      [makePlan(consumerId, { fence, position: 4, events: [trade1] })],
+      recent,
+    );
+    return { consumerId, fence: next(fence, outcome!), recent };
+  }
+
+  it('a correction of an entity the run committed earlier commits in the one statement, exactly', async () => {
+    const { consumerId, fence, recent } = await runThatTraded();
+    const { outcomes, counts } = await commitCounted(
+      makePlan(consumerId, { fence, position: 5, events: [correction(5, 'e-1', 2, { price: '0.7', size: '100' })] }),
+      recent,
+    );
+    expect(counts).toEqual({ statements: 1, transactions: 0 });
     expect(outcomes).toEqual([expect.objectContaining({ kind: 'committed', position: 5, applied: 1 })]);
     const state = await dumpState(db.pool, consumerId);
     expect(state.executions).toEqual([expect.objectContaining({ entityId: 'e-1', revision: 2, notional: '70' })]);
@@ -663,13 +668,7 @@ describe('the executions a run knows (RecentExecutions)', () => {
   });
 
   it('rows known at another version are not used: after another attempt took the consumer, the read decides', async () => {
-    const { consumerId, fence } = await startConsumer(3);
-    const recent = new RecentExecutions();
-    await commitCheckpoints(
-      db.pool,
-      [makePlan(consumerId, { fence, position: 4, events: [trade(4, 'e-1', { price: '0.5', size: '100' })] })],
-      recent,
-    );
+    const { consumerId, recent } = await runThatTraded();
     // Another attempt leases the consumer and corrects e-1 itself; this run's row of e-1 is now stale.
     const lease = await acquireLease(db.pool, consumerId);
     const other = { leaseEpoch: lease.leaseEpoch, version: lease.version };
@@ -677,24 +676,15 @@ describe('the executions a run knows (RecentExecutions)', () => {
       db.pool,
       makePlan(consumerId, { fence: other, position: 5, events: [correction(5, 'e-1', 2, { price: '0.6' })] }),
     );
-    const calls = countCalls(db.pool);
-    let outcomes: CheckpointOutcome[];
-    try {
-      outcomes = await commitCheckpoints(
-        db.pool,
-        [
-          makePlan(consumerId, {
-            fence: next(other, corrected),
-            position: 6,
-            events: [correction(6, 'e-1', 3, { price: '0.8', size: '100' })],
-          }),
-        ],
-        recent,
-      );
-    } finally {
-      calls.restore();
-    }
-    expect(calls.counts.transactions).toBe(1);
+    const { outcomes, counts } = await commitCounted(
+      makePlan(consumerId, {
+        fence: next(other, corrected),
+        position: 6,
+        events: [correction(6, 'e-1', 3, { price: '0.8', size: '100' })],
+      }),
+      recent,
+    );
+    expect(counts.transactions).toBe(1);
     expect(outcomes).toEqual([expect.objectContaining({ kind: 'committed', position: 6, applied: 1 })]);
     const state = await dumpState(db.pool, consumerId);
     expect(state.executions).toEqual([expect.objectContaining({ entityId: 'e-1', revision: 3, notional: '80' })]);

@@ -105,8 +105,10 @@ WITH clash AS (
      CROSS JOIN LATERAL (SELECT 1 FROM event_receipts WHERE consumer_id = $1 AND event_id = ids.event_id LIMIT 1) r
    LIMIT 1)
   UNION ALL
+  -- most consumers have no quarantine record at all: one probe of the consumer's key range spares one per event
   (SELECT 1 FROM unnest($8::text[]) AS ids(event_id)
      CROSS JOIN LATERAL (SELECT 1 FROM quarantine WHERE consumer_id = $1 AND event_id = ids.event_id LIMIT 1) q
+   WHERE EXISTS (SELECT 1 FROM quarantine WHERE consumer_id = $1)
    LIMIT 1)
   UNION ALL
   -- the executions the run does not know (RecentExecutions holds the others as they are at the fence)

@@ -249,6 +249,9 @@ export async function runCommitBench(ctx: BenchContext): Promise<void> {
       const ours = await committer(ctx.after, pool, 'bench');
       await pool.query(BASELINE_SCHEMA);
       const measure = async (before: Committer | null) => {
+        // First, on a heap as small as a live consumer's: after the 10,000-event checkpoints below, a collection of
+        // their garbage lands in some single-event commit and sets the p99.
+        const latency = await measureLatency(pool, ours, before);
         const baselinePlan = checkpointFactory('baseline');
         const rows: Row[] = [];
         for (const size of SIZES) {
@@ -295,7 +298,7 @@ export async function runCommitBench(ctx: BenchContext): Promise<void> {
               ` vs hand-written ${theirSeries.eventsPerSecond} ev/s (ratio ${row.ratio}, at p50 ${row.ratioAtP50})`,
           );
         }
-        return { rows, latency: await measureLatency(pool, ours, before) };
+        return { rows, latency };
       };
       const { rows, latency } = ctx.before
         ? await withScratchDatabase('whalehunt_bench_commit_before', (beforeUrl) =>
@@ -403,7 +406,7 @@ function writeCommitResults(
     '',
     '## commit p99 of a 1-event checkpoint vs a bare one-row commit',
     '',
-    `${latency.bare.samples} samples each, interleaved (the order rotating), after ${LATENCY_WARMUP} unmeasured: a`,
+    `${latency.bare.samples} samples each, interleaved (the order rotating), after ${LATENCY_WARMUP} unmeasured, before the sizes above: a`,
     "checkpoint of one new trade committed as each tree's streaming run commits it (the call below), and a bare",
     "commit (one prepared INSERT of one row in its own transaction, autocommit) on this tree's pool. The streaming run",
     "sends a checkpoint's ACK (one ws.send) as soon as its commit resolves: the commit is what the ACK waits on; the",

@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { DEFAULT_MAX_FRAME_BYTES, STREAM_PATH, pagePath, type PageError } from '../protocol/codec.js';
 import type { FaultPlan } from './faults.js';
@@ -108,7 +108,7 @@ export class ReferenceStreamServer implements ConnectionHost {
         for (const connection of this.openConnections) void connection.terminate();
       }),
     ];
-    wss.on('connection', (ws) => this.accept(ws));
+    wss.on('connection', (ws, request) => this.accept(ws, request.socket));
     http.on('request', (req, res) => this.handleHttp(req, res));
     if (opts.liveAppendRate && opts.liveAppendRate > 0) this.journal.startLiveAppends(opts.liveAppendRate);
   }
@@ -202,11 +202,11 @@ export class ReferenceStreamServer implements ConnectionHost {
     this.events.emit('disconnect', record);
   }
 
-  private accept(ws: WebSocket): void {
+  private accept(ws: WebSocket, socket: Socket): void {
     this.connectionCount += 1;
     const connectionId = `conn-${this.connectionCount}-${randomBytes(4).toString('hex')}`;
     const record: ConnectionRecord = { connectionId, openedAt: new Date(), closed: false };
-    const connection = new StreamConnection(this, ws, record);
+    const connection = new StreamConnection(this, ws, record, socket);
     this.openConnections.add(connection);
     ws.once('close', () => {
       this.openConnections.delete(connection);

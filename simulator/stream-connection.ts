@@ -1,6 +1,7 @@
 // One WebSocket connection of the reference server, from its hello to its close: authentication, the
 // subscribe decision (resume, rebind, live_cut, from_floor), replay up to the cut, live delivery, checkpoints
 // and the ACK window. It answers to its server through ConnectionHost and asks faults.ts when to misbehave.
+import type { Socket } from 'node:net';
 import type { RawData, WebSocket } from 'ws';
 import {
   PROTOCOL_NAME,
@@ -149,6 +150,8 @@ export class StreamConnection {
     private readonly host: ConnectionHost,
     private readonly ws: WebSocket,
     private readonly record: ConnectionRecord,
+    /** The connection's TCP socket, corked while a burst of frames is written (one syscall for the burst). */
+    private readonly socket: Socket,
   ) {
     this.closed = new Promise((resolve) => ws.once('close', () => resolve()));
     ws.on('close', () => {
@@ -378,6 +381,8 @@ export class StreamConnection {
   private async pump(): Promise<void> {
     if (this.pumping) return;
     this.pumping = true;
+    // Frames written while corked leave in one write when uncorked: a syscall per burst, not per frame.
+    this.socket.cork();
     try {
       while (this.state === 'replay' || this.state === 'live') {
         if (this.unacked() >= this.host.settings.maxUnackedCheckpoints) {
@@ -385,12 +390,15 @@ export class StreamConnection {
           return;
         }
         if (this.pendingSends >= SEND_HIGH_WATER) {
+          this.socket.uncork();
           await new Promise<void>((resolve) => this.drainWaiters.push(resolve));
+          this.socket.cork();
           continue;
         }
         if (!this.step()) return;
       }
     } finally {
+      this.socket.uncork();
       this.pumping = false;
     }
   }

@@ -7,14 +7,13 @@ import { randomBytes } from 'node:crypto';
 import { availableParallelism, loadavg } from 'node:os';
 import type pg from 'pg';
 import { acquireLease, commitCheckpoint, commitCheckpoints, createPool, migrate } from '../db/index.js';
-import { makePlan, trade } from './fixtures.js';
-import type { CheckpointPlan, StagedEvent } from '../protocol/types.js';
+import { freshCheckpoints } from './fixtures.js';
+import type { CheckpointPlan } from '../protocol/types.js';
 import { percentile, withScratchDatabase, writeResults } from './support.js';
 
 const SIZES = (process.env.BENCH_SIZES ?? '100,1000').split(',').map(Number);
 const ITERATIONS: Record<number, number> = { 100: 150, 1_000: 40 };
 const WARMUP = 3;
-const MARKETS = 20;
 /** Group commit: runs of GROUP checkpoints of SMALL events each. */
 const GROUP = 10;
 const SMALL = 25;
@@ -72,33 +71,6 @@ async function leanCommit(pool: pg.Pool, plan: CheckpointPlan, version: number):
   return res.rows[0]!.version;
 }
 
-function checkpointFactory(consumerId: string) {
-  let position = 0;
-  let serial = 0;
-  return (size: number, fence: { leaseEpoch: number; version: number }): CheckpointPlan => {
-    const events: StagedEvent[] = [];
-    position += 1;
-    for (let ordinal = 1; ordinal <= size; ordinal++) {
-      serial += 1;
-      events.push(
-        trade(
-          position,
-          `ent-${serial}`,
-          { market: `m-${serial % MARKETS}`, price: `0.${(serial % 97) + 1}`, size: `${(serial % 500) + 1}.25` },
-          { ordinal, eventId: `ev-${serial}` },
-        ),
-      );
-    }
-    return makePlan(consumerId, {
-      fence,
-      position,
-      events,
-      whaleAlertMinNotional: '450',
-      startMode: position === 1 ? 'from_floor' : 'resume',
-    });
-  };
-}
-
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 const p50 = (xs: number[]) =>
   percentile(
@@ -115,8 +87,8 @@ export async function runCommitLeanBench(): Promise<void> {
       await pool.query(LEAN_SCHEMA);
       const lease = await acquireLease(pool, 'bench');
       let fence = { leaseEpoch: lease.leaseEpoch, version: lease.version };
-      const ours = checkpointFactory('bench');
-      const theirs = checkpointFactory('lean');
+      const ours = freshCheckpoints('bench');
+      const theirs = freshCheckpoints('lean');
       let leanVersion = 0;
       // The table's ratios as numbers, for the summary: commitCheckpoint events/s over the lean statement's.
       const rows: { size: number; ratio: number; ratioAtP50: number; exactPathRatio: number }[] = [];

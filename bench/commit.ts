@@ -8,8 +8,8 @@ import type pg from 'pg';
 import { createPool } from '../db/index.js';
 import type * as Db from '../db/index.js';
 import { notional, compareDecimal, parseDecimal } from '../protocol/decimal.js';
-import { makePlan, trade } from './fixtures.js';
-import type { CheckpointPlan, StagedEvent } from '../protocol/types.js';
+import { freshCheckpoints, WHALE_ALERT_MIN_NOTIONAL } from './fixtures.js';
+import type { CheckpointPlan } from '../protocol/types.js';
 import {
   describeMachine,
   importFrom,
@@ -32,10 +32,6 @@ const WARMUP = 3;
 /** Samples of each single-event latency series; BENCH_LATENCY_SAMPLES=100 shortens a run. */
 const LATENCY_SAMPLES = Number(process.env.BENCH_LATENCY_SAMPLES ?? 500);
 const LATENCY_WARMUP = 20;
-const MARKETS = 20;
-const WHALE_ALERT_MIN_NOTIONAL = '450';
-/** Every WHALE_EVERY-th event is a whale: the outbox path is a tenth of the work, as the table says. */
-const WHALE_EVERY = 10;
 
 interface Series {
   /** events / summed latency over all iterations */
@@ -143,40 +139,6 @@ function summarise(latencies: number[], size: number): Series {
   };
 }
 
-/**
- * A stream of fresh checkpoints: every event new, a realistic spread over markets, exactly one in WHALE_EVERY a
- * whale alert (notional >= 500 against the threshold of 450; every other event stays below 0.97 × 400.25 ≈ 388).
- */
-function checkpointFactory(consumerId: string) {
-  let position = 0;
-  let serial = 0;
-  return (size: number, fence: { leaseEpoch: number; version: number }): CheckpointPlan => {
-    const events: StagedEvent[] = [];
-    position += 1;
-    for (let ordinal = 1; ordinal <= size; ordinal++) {
-      serial += 1;
-      const whale = serial % WHALE_EVERY === 0;
-      const price = whale ? `0.${50 + (serial % 47)}` : `0.${(serial % 97) + 1}`;
-      const size = whale ? `${1000 + (serial % 500)}.25` : `${(serial % 400) + 1}.25`;
-      events.push(
-        trade(
-          position,
-          `ent-${serial}`,
-          { market: `m-${serial % MARKETS}`, price, size },
-          { ordinal, eventId: `ev-${serial}` },
-        ),
-      );
-    }
-    return makePlan(consumerId, {
-      fence,
-      position,
-      events,
-      whaleAlertMinNotional: WHALE_ALERT_MIN_NOTIONAL,
-      startMode: position === 1 ? 'from_floor' : 'resume',
-    });
-  };
-}
-
 /** The share of a plan's events at or above the whale-alert threshold: what the outbox path is given. */
 function whaleShare(plans: CheckpointPlan[]): number {
   const threshold = parseDecimal(WHALE_ALERT_MIN_NOTIONAL);
@@ -210,7 +172,7 @@ async function committer(target: Target, pool: pg.Pool, consumerId: string): Pro
   await db.migrate(pool);
   const lease = await db.acquireLease(pool, consumerId);
   let fence = { leaseEpoch: lease.leaseEpoch, version: lease.version };
-  const nextPlan = checkpointFactory(consumerId);
+  const nextPlan = freshCheckpoints(consumerId);
   const plans: CheckpointPlan[] = [];
   // A baseline from before group commit has commitCheckpoint only.
   const grouped = (db as { commitCheckpoints?: typeof db.commitCheckpoints }).commitCheckpoints;
@@ -252,7 +214,7 @@ export async function runCommitBench(ctx: BenchContext): Promise<void> {
         // First, on a heap as small as a live consumer's: after the 10,000-event checkpoints below, a collection of
         // their garbage lands in some single-event commit and sets the p99.
         const latency = await measureLatency(pool, ours, before);
-        const baselinePlan = checkpointFactory('baseline');
+        const baselinePlan = freshCheckpoints('baseline');
         const rows: Row[] = [];
         for (const size of SIZES) {
           const series = { after: [] as number[], before: [] as number[], hand: [] as number[] };

@@ -146,3 +146,43 @@ export function committed(outcome: CheckpointOutcome): CommitResult {
   if (outcome.kind !== 'committed') throw new Error(`expected the commit to commit, got ${JSON.stringify(outcome)}`);
   return outcome;
 }
+
+const MARKETS = 20;
+export const WHALE_ALERT_MIN_NOTIONAL = '450';
+/** Every WHALE_EVERY-th event is a whale: the outbox path is a tenth of the work, as the issue's table says. */
+const WHALE_EVERY = 10;
+
+/**
+ * A stream of fresh checkpoints, the commit benches' workload: every event new, a realistic spread over markets,
+ * exactly one in WHALE_EVERY a whale alert (notional >= 500 against the threshold of 450; every other event stays
+ * below 0.97 × 400.25 ≈ 388).
+ */
+export function freshCheckpoints(consumerId: string) {
+  let position = 0;
+  let serial = 0;
+  return (size: number, fence: { leaseEpoch: number; version: number }): CheckpointPlan => {
+    const events: StagedEvent[] = [];
+    position += 1;
+    for (let ordinal = 1; ordinal <= size; ordinal++) {
+      serial += 1;
+      const whale = serial % WHALE_EVERY === 0;
+      const price = whale ? `0.${50 + (serial % 47)}` : `0.${(serial % 97) + 1}`;
+      const size = whale ? `${1000 + (serial % 500)}.25` : `${(serial % 400) + 1}.25`;
+      events.push(
+        trade(
+          position,
+          `ent-${serial}`,
+          { market: `m-${serial % MARKETS}`, price, size },
+          { ordinal, eventId: `ev-${serial}` },
+        ),
+      );
+    }
+    return makePlan(consumerId, {
+      fence,
+      position,
+      events,
+      whaleAlertMinNotional: WHALE_ALERT_MIN_NOTIONAL,
+      startMode: position === 1 ? 'from_floor' : 'resume',
+    });
+  };
+}

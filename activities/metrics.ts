@@ -3,13 +3,14 @@
 // polls) and these share one exporter and one scrape; no second metrics library. Core's Prometheus exporter
 // adds `_total` to counters (countersTotalSuffix) and keeps these names otherwise; durations are seconds.
 import type { MetricCounter, MetricGauge, MetricHistogram, MetricMeter } from '@temporalio/common';
+import { suppressedAlerts, type AlertCounts } from '../domain/decide.js';
 
 /** Which consumer committed: the streaming run or the paginated history run. */
 export type ConsumerKind = 'stream' | 'pages';
 /** Why a consumer's run ended waiting for an operator decision. */
 export const AWAITING_DECISION_REASONS = ['reset_required', 'cursor_mismatch', 'held_quarantine'] as const;
 export type AwaitingDecisionReason = (typeof AWAITING_DECISION_REASONS)[number];
-export type DecisionKind = 'gap' | 'binding' | 'quarantine';
+export type DecisionKind = 'gap' | 'binding' | 'quarantine' | 'alert';
 
 /** The events of one committed checkpoint, by what the commit did with them. */
 export interface CommittedEvents {
@@ -19,12 +20,16 @@ export interface CommittedEvents {
   /** Already committed before (a replay): no new receipt. */
   duplicates: number;
   quarantined: number;
+  /** Whale alerts queued, and suppressed by reason. */
+  alerts: AlertCounts;
 }
 
 /** Counts read from the database when the endpoint is scraped (shared state, not one process's doing). */
 export interface StoreSample {
   outboxPending: number;
   outboxDead: number;
+  /** Age of the oldest alert waiting to be sent (0 when none waits). */
+  oldestPendingSeconds: number;
   /** Held quarantine records per consumer. */
   quarantineHeld: ReadonlyMap<string, number>;
 }
@@ -47,6 +52,10 @@ export interface ConsumerMetrics {
   awaitingDecision(consumerId: string, reason: AwaitingDecisionReason): void;
   decisionRecorded(consumerId: string, kind: DecisionKind, decision: string): void;
   storeSampled(sample: StoreSample): void;
+  /** The outbox dispatcher POSTed an alert, `delaySeconds` after the commit that wrote it, and it was accepted. */
+  alertSent(delaySeconds: number): void;
+  /** An alert's POST failed; `dead`: it will not be tried again. */
+  alertFailed(dead: boolean): void;
 }
 
 /** The Prometheus names as scraped (dashboard, alert rules and tests use these). */
@@ -61,6 +70,12 @@ export const METRIC_NAMES = {
   quarantineHeld: 'whalehunt_quarantine_held',
   outboxPending: 'whalehunt_outbox_pending',
   outboxDead: 'whalehunt_outbox_dead',
+  alertsOldestPending: 'whalehunt_alerts_oldest_pending_seconds',
+  alertsSent: 'whalehunt_alerts_sent_total',
+  alertsFailed: 'whalehunt_alerts_failed_total',
+  alertsDead: 'whalehunt_alerts_dead_total',
+  alertsSuppressed: 'whalehunt_alerts_suppressed_total',
+  alertDelay: 'whalehunt_alert_delay_seconds',
   decisions: 'whalehunt_decisions_total',
   awaitingDecision: 'whalehunt_consumer_awaiting_decision',
 } as const;
@@ -69,6 +84,7 @@ export const METRIC_NAMES = {
 export const HISTOGRAM_BUCKETS: Record<string, number[]> = {
   [METRIC_NAMES.commitDuration]: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
   [METRIC_NAMES.commitToAck]: [0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+  [METRIC_NAMES.alertDelay]: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
 };
 
 /** The head gauge lags the latest head seen by at most this, or until the next commit. */
@@ -97,6 +113,12 @@ export function meterMetrics(meter: MetricMeter): ConsumerMetrics {
   const outboxPending = gauge(n.outboxPending, 'Outbox actions not yet performed (pending or claimed)');
   const outboxDead = gauge(n.outboxDead, 'Outbox actions that failed for good');
   const decisions = counter(n.decisions, 'Operator decisions recorded');
+  const alertsOldestPending = gauge(n.alertsOldestPending, 'Age of the oldest whale alert waiting to be sent');
+  const alertsSent = counter(n.alertsSent, 'Whale alerts POSTed and accepted by the receiver');
+  const alertsFailed = counter(n.alertsFailed, 'Whale alert POSTs that failed (each attempt)');
+  const alertsDead = counter(n.alertsDead, 'Whale alerts parked as dead after their last attempt');
+  const alertsSuppressed = counter(n.alertsSuppressed, 'Whales recorded but not alerted, by reason');
+  const alertDelay = seconds(n.alertDelay, 'Time from the commit that wrote an alert to its POST');
   const awaiting = gauge(n.awaitingDecision, '1 while a consumer waits for an operator decision, by reason');
 
   const heads = new Map<string, { seen: number; reported: number; reportedAt: number }>();
@@ -122,6 +144,7 @@ export function meterMetrics(meter: MetricMeter): ConsumerMetrics {
         // Add zero too: every outcome's series exists from the first commit, so rate() sees its start.
         eventsCommitted.add(count, { consumer, kind, outcome });
       }
+      for (const [reason, count] of suppressedAlerts(events.alerts)) alertsSuppressed.add(count, { consumer, reason });
       commitDuration.record(duration, { consumer, kind });
       committedPosition.set(position, { consumer });
       const head = heads.get(consumer);
@@ -159,6 +182,7 @@ export function meterMetrics(meter: MetricMeter): ConsumerMetrics {
     storeSampled(sample) {
       outboxPending.set(sample.outboxPending);
       outboxDead.set(sample.outboxDead);
+      alertsOldestPending.set(Math.round(sample.oldestPendingSeconds));
       // A consumer whose held records were all decided drops to 0 rather than keeping its last count.
       for (const consumer of heldReported) {
         if (!sample.quarantineHeld.has(consumer)) quarantineHeld.set(0, { consumer });
@@ -167,6 +191,14 @@ export function meterMetrics(meter: MetricMeter): ConsumerMetrics {
         quarantineHeld.set(held, { consumer });
         heldReported.add(consumer);
       }
+    },
+    alertSent(delay) {
+      alertsSent.add(1);
+      alertDelay.record(delay);
+    },
+    alertFailed(dead) {
+      alertsFailed.add(1);
+      if (dead) alertsDead.add(1);
     },
   };
 }
@@ -181,4 +213,6 @@ export const noMetrics: ConsumerMetrics = {
   awaitingDecision: () => undefined,
   decisionRecorded: () => undefined,
   storeSampled: () => undefined,
+  alertSent: () => undefined,
+  alertFailed: () => undefined,
 };

@@ -16,7 +16,7 @@ import {
   splitAtApplied,
   stagePageEvents,
 } from '../protocol/pages.js';
-import type { ActionRules, QuarantinePolicy, StagedEvent } from '../protocol/types.js';
+import { NO_ACTIONS, type ActionRules, type QuarantinePolicy, type StagedEvent } from '../protocol/types.js';
 import type { ConsumeStreamLog } from './consume-stream.js';
 import { requestPage, type PageAnswer, type PageFailureCode, type PageSourceConfig } from './page-source.js';
 
@@ -318,7 +318,7 @@ class PageRun {
     }
     let events: StagedEvent[];
     try {
-      events = stagePageEvents(page.events);
+      events = stagePageEvents(page.events, Date.now());
     } catch (error) {
       if (!(error instanceof WireError)) throw error;
       return { kind: 'source_failed', code: 'invalid_page', retryable: false, status: 200, message: error.message };
@@ -357,7 +357,7 @@ class PageRun {
       expectedVersion: this.#current.version,
       events: chunk,
       quarantinePolicy: config.quarantinePolicy ?? { terminalReasons: [] },
-      actions: config.actions ?? { whaleAlertMinNotional: null },
+      actions: config.actions ?? NO_ACTIONS,
     });
     // fenced, conflict, held_quarantine: each is a stop of its own, in the same shape
     if (result.kind !== 'committed') return result;

@@ -1,10 +1,23 @@
-// One HTTP POST per outbox action. The receiver deduplicates on the Idempotency-Key header (the outbox row's
-// key, `whale_alert:<eventId>`), which makes the dispatcher's at-least-once delivery effectively once: a
-// retry after a crash between the POST and the completion carries the same key.
+// One HTTP POST per outbox action, signed as the Standard Webhooks specification says. The receiver
+// deduplicates on webhook-id, which equals the Idempotency-Key header (the outbox row's key,
+// `whale_alert:<eventId>`): the dispatcher's at-least-once delivery becomes effectively once, since a retry
+// after a crash between the POST and the completion carries the same id.
+import { Webhook } from 'standardwebhooks';
 import type { OutboxItem } from '../db/index.js';
 
 export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
 export const DEFAULT_WEBHOOK_TIMEOUT_MS = 10_000;
+
+/**
+ * Signs with every secret given (the current one first): during a rotation the receiver may still hold the
+ * previous secret, and any one matching `v1,` signature verifies. Secrets are `whsec_` + base64, as the
+ * specification's libraries take them; the caller validates them (worker/config.ts).
+ */
+export function webhookSigner(secrets: readonly string[]): (id: string, timestamp: Date, body: string) => string {
+  if (secrets.length === 0) throw new RangeError('a webhook signer needs at least one secret');
+  const keys = secrets.map((secret) => new Webhook(secret));
+  return (id, timestamp, body) => keys.map((key) => key.sign(id, timestamp, body)).join(' ');
+}
 
 /** Body of every webhook call: the action and the committed event it came from. */
 export interface WebhookBody {
@@ -38,6 +51,8 @@ export type FetchLike = (
 
 export interface WebhookSenderOptions {
   url: string;
+  /** The signing secrets, current first (WHALE_ALERT_SIGNING_SECRET, then ..._PREVIOUS during a rotation). */
+  signingSecrets: readonly string[];
   fetch?: FetchLike;
   timeoutMs?: number;
 }
@@ -54,8 +69,9 @@ const RETRYABLE_CLIENT_STATUSES = new Set([408, 409, 425, 429]);
 export function createWebhookSender(options: WebhookSenderOptions): SendAction {
   const url = new URL(options.url);
   const target = url.origin;
-  const doFetch: FetchLike = options.fetch ?? ((input, init) => fetch(input, init));
+  const doFetch: FetchLike = options.fetch ?? fetchAndDrain;
   const timeoutMs = options.timeoutMs ?? DEFAULT_WEBHOOK_TIMEOUT_MS;
+  const sign = webhookSigner(options.signingSecrets);
 
   return async (item) => {
     const body: WebhookBody = {
@@ -65,13 +81,22 @@ export function createWebhookSender(options: WebhookSenderOptions): SendAction {
       eventId: item.eventId,
       payload: item.payload,
     };
+    const text = JSON.stringify(body);
+    // Each attempt is signed at its own time: a receiver rejects a timestamp far from its clock.
+    const timestamp = new Date();
     let status: number;
     let ok: boolean;
     try {
       ({ status, ok } = await doFetch(url.href, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', [IDEMPOTENCY_KEY_HEADER]: item.idempotencyKey },
-        body: JSON.stringify(body),
+        headers: {
+          'content-type': 'application/json',
+          [IDEMPOTENCY_KEY_HEADER]: item.idempotencyKey,
+          'webhook-id': item.idempotencyKey,
+          'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
+          'webhook-signature': sign(item.idempotencyKey, timestamp, text),
+        },
+        body: text,
         signal: AbortSignal.timeout(timeoutMs),
       }));
     } catch (error) {
@@ -86,6 +111,13 @@ export function createWebhookSender(options: WebhookSenderOptions): SendAction {
     throw new WebhookError(`webhook ${target} answered HTTP ${status}`, retryable, status);
   };
 }
+
+/** fetch, reading the (small) answer to its end so the keep-alive connection is free for the next POST. */
+const fetchAndDrain: FetchLike = async (input, init) => {
+  const response = await fetch(input, init);
+  await response.arrayBuffer();
+  return response;
+};
 
 function describeNetworkError(error: unknown): string {
   // undici puts the useful part (ECONNREFUSED, ENOTFOUND) in the cause; its message is just "fetch failed".

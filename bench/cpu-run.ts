@@ -10,6 +10,7 @@ import type { Session as SessionClass } from '../protocol/session.js';
 import { WHALE_ALERT_MIN_NOTIONAL } from './cpu.js';
 import { CAPTURE_CONSUMER, SUBSCRIPTION } from './simulator-process.js';
 import { median } from './support.js';
+import { whaleAlertRules } from '../protocol/types.js';
 
 /** The worker's defaults (worker/config.ts): staging as a deployed consumer stages. */
 const STAGING = { maxEvents: 10_000, maxBytes: 16 * 1024 * 1024, maxAgeMs: 60_000 };
@@ -49,7 +50,7 @@ function pass(m: Modules, messages: Buffer[], events: number): Pass {
     committedPosition: null,
     fence: { leaseEpoch: 1, version: 0 },
     quarantinePolicy: { terminalReasons: ['unsupported_kind', 'unknown_correction_target'] },
-    actions: { whaleAlertMinNotional: WHALE_ALERT_MIN_NOTIONAL },
+    actions: whaleAlertRules(WHALE_ALERT_MIN_NOTIONAL),
     staging: STAGING,
     now: () => 0,
   });

@@ -3,13 +3,16 @@
 import { isSupportedKind, parseTradeData, WireError, type TradeData } from '../protocol/codec.js';
 import type { CheckpointOutcome, CommitResult } from '../db/commit.js';
 import { eventContentHash, filterHash } from '../protocol/canonical.js';
-import type {
-  Binding,
-  CheckpointPlan,
-  QualityNotice,
-  QuarantineReason,
-  StagedEvent,
-  StartMode,
+import {
+  whaleAlertRules,
+  type ActionRules,
+  type Binding,
+  type CheckpointPlan,
+  type EventDelivery,
+  type QualityNotice,
+  type QuarantineReason,
+  type StagedEvent,
+  type StartMode,
 } from '../protocol/types.js';
 
 export const STREAM = 'polymarket';
@@ -59,6 +62,8 @@ function parsedTrade(kind: string, data: unknown): TradeData | null {
   }
 }
 
+const FIXTURE_OBSERVED_AT = '2026-11-29T12:00:00.000Z';
+
 export function stagedEvent(fields: {
   position: number;
   ordinal?: number;
@@ -67,6 +72,8 @@ export function stagedEvent(fields: {
   entityId: string;
   revision?: number;
   data: Record<string, unknown>;
+  /** Default live, received a second after it was observed: a whale alerts. */
+  delivery?: EventDelivery;
 }): StagedEvent {
   const ordinal = fields.ordinal ?? 1;
   const revision = fields.revision ?? 1;
@@ -79,10 +86,12 @@ export function stagedEvent(fields: {
     kind: fields.kind,
     entityId: fields.entityId,
     revision,
-    observedAt: '2026-11-29T12:00:00.000Z',
+    observedAt: FIXTURE_OBSERVED_AT,
     data: fields.data,
     trade: parsedTrade(fields.kind, fields.data),
     contentHash: eventContentHash(content),
+    delivery: fields.delivery ?? 'live',
+    receivedAt: Date.parse(FIXTURE_OBSERVED_AT) + 1_000,
   };
 }
 
@@ -90,7 +99,7 @@ export function trade(
   position: number,
   entityId: string,
   data: Partial<TradeData> = {},
-  more: { ordinal?: number; eventId?: string } = {},
+  more: { ordinal?: number; eventId?: string; delivery?: EventDelivery } = {},
 ): StagedEvent {
   return stagedEvent({ position, kind: 'trade', entityId, revision: 1, data: tradeData(data), ...more });
 }
@@ -100,7 +109,7 @@ export function correction(
   entityId: string,
   revision: number,
   data: Partial<TradeData> = {},
-  more: { ordinal?: number; eventId?: string } = {},
+  more: { ordinal?: number; eventId?: string; delivery?: EventDelivery } = {},
 ): StagedEvent {
   return stagedEvent({ position, kind: 'correction', entityId, revision, data: tradeData(data), ...more });
 }
@@ -116,6 +125,8 @@ export interface PlanOptions {
   cutPosition?: number;
   terminalReasons?: QuarantineReason[];
   whaleAlertMinNotional?: string | null;
+  /** The other whale alert rules (age bound, alerts on replay). */
+  alertRules?: Partial<ActionRules>;
   filter?: Binding['filter'];
 }
 
@@ -137,7 +148,7 @@ export function makePlan(consumerId: string, o: PlanOptions): CheckpointPlan {
     events: o.events ?? [],
     qualityNotices: o.quality ?? [],
     quarantinePolicy: { terminalReasons: o.terminalReasons ?? [] },
-    actions: { whaleAlertMinNotional: o.whaleAlertMinNotional ?? null },
+    actions: whaleAlertRules(o.whaleAlertMinNotional ?? null, o.alertRules),
   };
 }
 

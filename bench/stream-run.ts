@@ -14,6 +14,7 @@ import type { ConsumeOutcome, StartDirective } from '../activities/types.js';
 import type * as Db from '../db/index.js';
 import { API_KEY, SUBSCRIPTION } from './simulator-process.js';
 import { TIMED_END, TIMED_START, withScratchDatabase } from './support.js';
+import { NO_ACTIONS } from '../protocol/types.js';
 
 /** The worker's defaults (worker/config.ts STAGING_MAX_*): staging as a deployed consumer stages. */
 export const WORKER_STAGING = { maxEvents: 10_000, maxBytes: 16 * 1024 * 1024, maxAgeMs: 60_000 };
@@ -105,7 +106,7 @@ async function run(): Promise<StreamRunResult> {
           maxFrameBytes: 1024 * 1024,
           staging: WORKER_STAGING,
           quarantinePolicy: { terminalReasons: [] },
-          actions: { whaleAlertMinNotional: null },
+          actions: NO_ACTIONS,
           heartbeatEveryMs: 1_000,
           connectTimeoutMs: 10_000,
           reconnect: { maxAttempts: 3, initialMs: 5, maxMs: 20 },

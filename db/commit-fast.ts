@@ -156,9 +156,11 @@ volumes AS (
 ),
 outboxed AS (
   -- keyed by the eventId, which has no receipt yet: no action of it was ever written
-  INSERT INTO outbox (consumer_id, idempotency_key, event_id, action, payload)
-  SELECT $1, o."idempotencyKey", o."eventId", o.action, o.payload
-    FROM json_to_recordset($28::json) AS o("idempotencyKey" text, "eventId" text, action text, payload jsonb)
+  INSERT INTO outbox (consumer_id, idempotency_key, event_id, action, payload, status, suppressed_reason)
+  SELECT $1, o."idempotencyKey", o."eventId", o.action, o.payload,
+         CASE WHEN o."suppressedReason" IS NULL THEN 'pending' ELSE 'suppressed' END, o."suppressedReason"
+    FROM json_to_recordset($28::json) AS o("idempotencyKey" text, "eventId" text, action text, payload jsonb,
+                                           "suppressedReason" text)
    WHERE EXISTS (SELECT 1 FROM checkpoint)
 ),
 quality AS (

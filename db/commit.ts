@@ -9,6 +9,7 @@
 // all new skip all of it: one fenced statement proves them new and writes them (commit-fast.ts).
 import type pg from 'pg';
 import {
+  type AlertCounts,
   validatePlanAgainstSaved,
   validatePlanShape,
   type CommitWrites,
@@ -44,6 +45,8 @@ export interface CommitResult {
   duplicates: number;
   noEffect: number;
   quarantined: number;
+  /** Whale alerts the commit queued to send, and those it recorded as suppressed (by reason). */
+  alerts: AlertCounts;
   qualityUpdated: number;
   outboxed: number;
 }
@@ -311,8 +314,8 @@ export async function writeQuarantine(
  * exactly once; the parts touch disjoint rows (decide() emits one row per entity, market, scope and event), so
  * none needs to see another's effect within the statement.
  *
- * EFFECT_WRITE_CTES are the effects of decide()'s writes ($1 consumer, $2-$50 from effectWriteValues); each
- * source appends the CTEs of its own progress row (parameters from $51) and a SELECT that may read `quality` and
+ * EFFECT_WRITE_CTES are the effects of decide()'s writes ($1 consumer, $2-$51 from effectWriteValues); each
+ * source appends the CTEs of its own progress row (parameters from $52) and a SELECT that may read `quality` and
  * `outboxed`: the stream its binding and checkpoint, the page consumer its applied position.
  */
 export const EFFECT_WRITE_CTES = `
@@ -321,7 +324,7 @@ WITH receipts AS (
   INSERT INTO event_receipts (consumer_id, event_id, content_hash, position, ordinal, outcome)
   SELECT $1, * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::int[], $6::text[])
 ),
-${executionWriteCtes(7, 50)}
+${executionWriteCtes(7, 51)}
 revisions AS (
   -- superseded revisions (the state each correction replaced)
   INSERT INTO execution_revisions (consumer_id, entity_id, revision, event_id, position, market, asset, side, price, size,
@@ -352,18 +355,20 @@ quality AS (
   RETURNING scope
 ),
 outboxed AS (
-  -- keyed by <action>:<eventId>: a replayed event never writes its action twice
-  INSERT INTO outbox (consumer_id, idempotency_key, event_id, action, payload)
-  SELECT $1, * FROM unnest($46::text[], $47::text[], $48::text[], $49::jsonb[])
+  -- keyed by <action>:<eventId>: a replayed event never writes its action twice; a suppressed alert is recorded,
+  -- never sent
+  INSERT INTO outbox (consumer_id, idempotency_key, event_id, action, payload, status, suppressed_reason)
+  SELECT $1, key, event_id, action, payload, CASE WHEN reason IS NULL THEN 'pending' ELSE 'suppressed' END, reason
+    FROM unnest($46::text[], $47::text[], $48::text[], $49::jsonb[], $50::text[]) AS o(key, event_id, action, payload, reason)
   ON CONFLICT (consumer_id, idempotency_key) DO NOTHING
   RETURNING event_id
 ),
 `;
-export const EFFECT_PARAM_COUNT = 50;
+export const EFFECT_PARAM_COUNT = 51;
 
 const WRITE_COMMIT_SQL = `${EFFECT_WRITE_CTES}binding AS (
   INSERT INTO consumer_bindings (consumer_id, subscription_id, stream, history_id, filter, filter_hash, generation, mappings)
-  VALUES ($1, $51, $52, $53, $54::jsonb, $55, $56, $57::jsonb)
+  VALUES ($1, $52, $53, $54, $55::jsonb, $56, $57, $58::jsonb)
   ON CONFLICT (consumer_id) DO UPDATE
      SET subscription_id = EXCLUDED.subscription_id, stream = EXCLUDED.stream, history_id = EXCLUDED.history_id,
          filter = EXCLUDED.filter, filter_hash = EXCLUDED.filter_hash, generation = EXCLUDED.generation,
@@ -376,11 +381,11 @@ const WRITE_COMMIT_SQL = `${EFFECT_WRITE_CTES}binding AS (
           EXCLUDED.generation, EXCLUDED.mappings)
 ),
 checkpoint AS (
-  -- the whole token, never truncated; the version moves by one per checkpoint covered ($63): the compare-and-swap
+  -- the whole token, never truncated; the version moves by one per checkpoint covered ($64): the compare-and-swap
   -- the next commit is fenced on
   UPDATE checkpoints
-     SET position = $58, token = $59, generation = $60, cut_position = $61, cut_reached = $62,
-         version = version + $63, pending_start = NULL, updated_at = now()
+     SET position = $59, token = $60, generation = $61, cut_position = $62, cut_reached = $63,
+         version = version + $64, pending_start = NULL, updated_at = now()
    WHERE consumer_id = $1
   RETURNING version
 )
@@ -388,7 +393,7 @@ SELECT (SELECT version FROM checkpoint) AS version, ARRAY(SELECT scope FROM qual
        ARRAY(SELECT event_id FROM outboxed) AS outboxed`;
 
 /**
- * $1-$50 of EFFECT_WRITE_CTES: the consumer and decide()'s writes; `asOf` is the position saved with each quality
+ * $1-$51 of EFFECT_WRITE_CTES: the consumer and decide()'s writes; `asOf` is the position saved with each quality
  * notice (one for all, or one per notice); `saved` the executions the read step found.
  */
 export function effectWriteValues(
@@ -434,12 +439,13 @@ export function effectWriteValues(
     textArray(n.map((x) => x.state)),
     numberArray(n.map((x) => x.position)),
     numberArray(typeof asOf === 'number' ? n.map(() => asOf) : asOf),
-    // $46-$49 outbox
+    // $46-$50 outbox
     textArray(o.map((x) => x.idempotencyKey)),
     textArray(o.map((x) => x.eventId)),
     textArray(o.map((x) => x.action)),
     textArray(o.map((x) => JSON.stringify(x.payload))),
-    // $50 which executions exist
+    textArray(o.map((x) => x.suppressedReason)),
+    // $51 which executions exist
     savedColumn(e, saved),
   ];
 }
@@ -462,9 +468,9 @@ async function writeRun(
         writes.quality.map((n) => n.asOf),
         saved,
       ),
-      // $51-$57 binding, $58-$62 checkpoint
+      // $52-$58 binding, $59-$63 checkpoint
       ...checkpointColumns(plans.at(-1)!),
-      // $63 one version per checkpoint
+      // $64 one version per checkpoint
       plans.length,
     ],
   });

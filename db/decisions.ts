@@ -20,7 +20,7 @@ export async function insertAudit(
   client: pg.PoolClient,
   row: {
     consumerId: string;
-    kind: 'gap' | 'binding' | 'quarantine';
+    kind: 'gap' | 'binding' | 'quarantine' | 'alert';
     decision: string;
     actor: string;
     reason: string;

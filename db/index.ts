@@ -34,7 +34,27 @@ export {
   type CursorSwap,
 } from './pages.js';
 export { consumerSummary, type ConsumerSummary, type DecisionSummary } from './summary.js';
-export { claimOutbox, completeOutbox, failOutbox, DEFAULT_MAX_OUTBOX_ATTEMPTS, type OutboxItem } from './outbox.js';
+export {
+  claimOutbox,
+  completeOutbox,
+  dropOutbox,
+  failOutbox,
+  listenForDueOutbox,
+  listOutbox,
+  releaseOutbox,
+  retryOutbox,
+  summarizeOutbox,
+  DEFAULT_MAX_OUTBOX_ATTEMPTS,
+  OUTBOX_CHANNEL,
+  OUTBOX_STATES,
+  type OutboxClaim,
+  type OutboxItem,
+  type OutboxListener,
+  type OutboxRow,
+  type OutboxSelection,
+  type OutboxState,
+  type OutboxSummary,
+} from './outbox.js';
 export { RecentExecutions } from './recent-executions.js';
 export { SQLSTATE } from './transaction.js';
 export * from './errors.js';

@@ -172,7 +172,7 @@ export type ChunkResult =
   | CommitConflict
   | CommitHeld;
 
-/** Parameters after the effects: $50 applied position, $51 expected version. */
+/** Parameters after the effects: the applied position, then the expected version. */
 const CHUNK_WRITE_SQL = `${EFFECT_WRITE_CTES}progress AS (
   UPDATE page_progress
      SET applied_position = $${EFFECT_PARAM_COUNT + 1}, version = version + 1, updated_at = now()

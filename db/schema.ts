@@ -214,11 +214,16 @@ export const decisions = pgTable(
   },
   (t) => [
     index('decisions_consumer_idx').on(t.consumerId, t.id),
-    check('decisions_kind_check', sql`${t.kind} IN ('gap', 'binding', 'quarantine')`),
+    check('decisions_kind_check', sql`${t.kind} IN ('gap', 'binding', 'quarantine', 'alert')`),
   ],
 );
 
-/** External actions written by the commit and performed by a separate dispatcher. */
+/**
+ * External actions written by the commit and performed by a separate dispatcher. A whale alert that is not a
+ * trading signal (replayed, backfilled, late, a correction of a whale) is kept as `suppressed` with its reason;
+ * an operator may `drop` a pending or dead one. The insert and a retry NOTIFY `whalehunt_outbox` (migration
+ * 0003's triggers), which wakes the dispatchers.
+ */
 export const outbox = pgTable(
   'outbox',
   {
@@ -230,6 +235,8 @@ export const outbox = pgTable(
     action: text('action').notNull(),
     payload: jsonb('payload').notNull(),
     status: text('status').notNull().default('pending'),
+    /** Why a whale alert was not sent (status `suppressed`): replay, backfill, late, correction. */
+    suppressedReason: text('suppressed_reason'),
     attempts: integer('attempts').notNull().default(0),
     lastError: text('last_error'),
     availableAt: timestamp('available_at', { withTimezone: true }).notNull().defaultNow(),
@@ -244,7 +251,15 @@ export const outbox = pgTable(
     index('outbox_due_idx')
       .on(t.availableAt, t.id)
       .where(sql`${t.status} IN ('pending', 'claimed')`),
-    check('outbox_status_check', sql`${t.status} IN ('pending', 'claimed', 'done', 'dead')`),
+    // The operator's and the metrics' view of what failed for good.
+    index('outbox_dead_idx')
+      .on(t.consumerId, t.id)
+      .where(sql`${t.status} = 'dead'`),
+    check('outbox_status_check', sql`${t.status} IN ('pending', 'claimed', 'done', 'dead', 'suppressed', 'dropped')`),
+    check(
+      'outbox_suppressed_reason_check',
+      sql`(${t.status} = 'suppressed') = (${t.suppressedReason} IS NOT NULL) AND (${t.suppressedReason} IS NULL OR ${t.suppressedReason} IN ('replay', 'backfill', 'late', 'correction'))`,
+    ),
   ],
 );
 

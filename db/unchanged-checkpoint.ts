@@ -3,6 +3,7 @@
 // position that moved forward as progress; the version must not climb either. Read inside the commit's
 // transaction, after the fence: the saved row is locked.
 import type pg from 'pg';
+import { noAlerts } from '../domain/decide.js';
 import { namesSavedCheckpoint } from '../protocol/checkpoint-change.js';
 import type { CheckpointPlan, CommittedState } from '../protocol/types.js';
 import type { CommitResult } from './commit.js';
@@ -21,6 +22,7 @@ export async function unchangedCommit(
     duplicates: 0,
     noEffect: 0,
     quarantined: 0,
+    alerts: noAlerts(),
     qualityUpdated: 0,
     outboxed: 0,
   };

@@ -5,7 +5,6 @@ import { sameContent, type SavedContent } from '../protocol/canonical.js';
 import { isSupportedKind } from '../protocol/codec.js';
 import {
   addExact,
-  compareExact,
   EXACT_ZERO,
   formatExact,
   isZeroExact,
@@ -18,6 +17,7 @@ import { journalOrderProblem } from '../protocol/pages.js';
 import type { CheckpointPlan, QualityNotice, QuarantineReason, StagedEvent } from '../protocol/types.js';
 import { InvalidPlan } from './errors.js';
 import type { CommitConflict, HeldQuarantineItem } from './outcomes.js';
+import { ALERT_SUPPRESSIONS, whaleSignal, type AlertSuppression, type WhaleSignalRules } from './whale-signal.js';
 
 export type ReceiptOutcome = 'applied' | 'no_effect' | 'quarantined';
 export type QuarantineDisposition = 'held' | 'terminal' | 'retry';
@@ -89,6 +89,23 @@ export interface OutboxWrite {
   eventId: string;
   action: 'whale_alert';
   payload: Record<string, unknown>;
+  /** null: an alert to send; otherwise it is recorded as suppressed, for the audit, and never sent. */
+  suppressedReason: AlertSuppression | null;
+}
+
+/** Whale alerts a plan wrote: queued to send, and suppressed by reason. */
+export interface AlertCounts {
+  queued: number;
+  suppressed: Record<AlertSuppression, number>;
+}
+
+export function noAlerts(): AlertCounts {
+  return { queued: 0, suppressed: { replay: 0, backfill: 0, late: 0, correction: 0 } };
+}
+
+/** The suppressed alerts of counts, as [reason, count] pairs with a count above zero. */
+export function suppressedAlerts(counts: AlertCounts): [AlertSuppression, number][] {
+  return ALERT_SUPPRESSIONS.filter((reason) => counts.suppressed[reason] > 0).map((r) => [r, counts.suppressed[r]]);
 }
 
 export interface CommitWrites {
@@ -105,7 +122,7 @@ export interface CommitWrites {
   /** The newest notice per scope in the plan; the write keeps it only if newer than the saved one. */
   quality: QualityNotice[];
   outbox: OutboxWrite[];
-  counts: { applied: number; duplicates: number; noEffect: number; quarantined: number };
+  counts: { applied: number; duplicates: number; noEffect: number; quarantined: number; alerts: AlertCounts };
 }
 
 export type CommitDecision =
@@ -138,9 +155,10 @@ export function decideCommit(plan: DecidablePlan, existing: ExistingRows): Commi
   const quarantine: QuarantineWrite[] = [];
   const held: QuarantineWrite[] = [];
   const outbox: OutboxWrite[] = [];
-  const counts = { applied: 0, duplicates: 0, noEffect: 0, quarantined: 0 };
-  const alertThreshold =
-    plan.actions.whaleAlertMinNotional === null ? null : parseExact(plan.actions.whaleAlertMinNotional);
+  const counts = { applied: 0, duplicates: 0, noEffect: 0, quarantined: 0, alerts: noAlerts() };
+  const { whaleAlertMinNotional, ...signalRules } = plan.actions;
+  const alertRules: WhaleSignalRules | null =
+    whaleAlertMinNotional === null ? null : { ...signalRules, threshold: parseExact(whaleAlertMinNotional) };
   const terminalReasons = new Set<QuarantineReason>(plan.quarantinePolicy.terminalReasons);
 
   // Per-event helpers are created once per plan, not once per event.
@@ -226,6 +244,7 @@ export function decideCommit(plan: DecidablePlan, existing: ExistingRows): Commi
     }
 
     const notional = mulExact(parseExact(data.price), parseExact(data.size));
+    const beforeNotional = before ? parseExact(before.notional) : null;
     const after: ExecutionState = {
       entityId: event.entityId,
       revision: event.revision,
@@ -241,17 +260,22 @@ export function decideCommit(plan: DecidablePlan, existing: ExistingRows): Commi
       lastPosition: event.position,
       eventId: event.eventId,
     };
-    if (before) addDelta(before.market, negateExact(parseExact(before.notional)), -1);
+    if (before) addDelta(before.market, negateExact(beforeNotional!), -1);
     addDelta(after.market, notional, 1);
     executions.set(event.entityId, after);
     changed.add(event.entityId);
     if (before) revisions.push(superseded(before));
-    if (alertThreshold !== null && compareExact(notional, alertThreshold) >= 0) {
+    const signal = alertRules === null ? null : whaleSignal(event, beforeNotional, notional, alertRules);
+    if (signal !== null) {
+      const suppressedReason = signal === 'alert' ? null : signal;
+      if (suppressedReason === null) counts.alerts.queued += 1;
+      else counts.alerts.suppressed[suppressedReason] += 1;
       outbox.push({
         idempotencyKey: outboxKey(WHALE_ALERT, event.eventId),
         eventId: event.eventId,
         action: WHALE_ALERT,
-        payload: alertPayload(event.kind, event.position, after),
+        payload: alertPayload(event, after),
+        suppressedReason,
       });
     }
     receipt(event, 'applied');
@@ -301,11 +325,16 @@ function superseded(before: ExecutionState): RevisionWrite {
   };
 }
 
-/** A whale alert's payload: the event's kind and position, then the execution's state as applied. */
-function alertPayload(kind: string, position: number, after: ExecutionState): Record<string, unknown> {
+/**
+ * A whale alert's payload: the event's kind, position, delivery and observation time, then the execution's state
+ * as applied.
+ */
+function alertPayload(event: StagedEvent, after: ExecutionState): Record<string, unknown> {
   return {
-    kind,
-    position,
+    kind: event.kind,
+    position: event.position,
+    delivery: event.delivery,
+    observedAt: event.observedAt,
     entityId: after.entityId,
     revision: after.revision,
     market: after.market,

@@ -25,9 +25,9 @@ export function classifyPage(
   return { kind: 'advancing', zeroItem: page.events.length === 0 };
 }
 
-/** The page's events as staged events (content hash over the canonical event and its position). */
-export function stagePageEvents(events: readonly PageEvent[]): StagedEvent[] {
-  return events.map((event) => toStagedEvent(event, event.position));
+/** The page's events as staged events (content hash over the canonical event), received at `receivedAt`. */
+export function stagePageEvents(events: readonly PageEvent[], receivedAt: number): StagedEvent[] {
+  return events.map((event) => toStagedEvent(event, event.position, 'backfill', receivedAt));
 }
 
 /** The first break of journal order (position, ordinal strictly increasing), or null: for a page and a plan. */

@@ -5,7 +5,7 @@
 import { eventContentHash } from './canonical.js';
 import { isSupportedKind, parseTradeData, wireBytesOf, type ServerFrameOf, type WireEvent } from './codec.js';
 import { ProtocolViolation } from './session-fence.js';
-import type { Binding, CheckpointPlan, QualityNotice, StagedEvent, StartMode } from './types.js';
+import type { Binding, CheckpointPlan, EventDelivery, QualityNotice, StagedEvent, StartMode } from './types.js';
 
 export interface StagingLimits {
   maxEvents: number;
@@ -16,9 +16,14 @@ export interface StagingLimits {
 /**
  * A wire event at its journal position as staged: the stream's batches and the page source share this. A
  * supported kind must carry well-formed data (throws WireError naming the field); an unsupported kind is staged
- * for quarantine as is.
+ * for quarantine as is. `receivedAt`: when its frame or page arrived (epoch ms).
  */
-export function toStagedEvent(event: WireEvent, position: number): StagedEvent {
+export function toStagedEvent(
+  event: WireEvent,
+  position: number,
+  delivery: EventDelivery,
+  receivedAt: number,
+): StagedEvent {
   return {
     position,
     ordinal: event.ordinal,
@@ -30,6 +35,8 @@ export function toStagedEvent(event: WireEvent, position: number): StagedEvent {
     data: event.data,
     trade: isSupportedKind(event.kind) ? parseTradeData(event.kind, event.data) : null,
     contentHash: eventContentHash(event),
+    delivery,
+    receivedAt,
   };
 }
 
@@ -131,6 +138,7 @@ export class StagingBuffer {
     const events = this.#events;
     const stagedBefore = events.length;
     const bytes = frame.events.length === 0 ? 0 : batchBytes(frame);
+    const receivedAt = this.#ctx.now();
     try {
       let previousOrdinal = 0;
       for (let index = 0; index < frame.events.length; index++) {
@@ -144,7 +152,7 @@ export class StagingBuffer {
           );
         }
         previousOrdinal = event.ordinal;
-        events.push(toStagedEvent(event, frame.position));
+        events.push(toStagedEvent(event, frame.position, frame.deliveryMode, receivedAt));
       }
       this.#checkBounds(events.length, this.#bytes + bytes);
     } catch (error) {
@@ -155,7 +163,7 @@ export class StagingBuffer {
     this.#batches += 1;
     this.#lastBatchPosition = frame.position;
     this.#lastItemPosition = frame.position;
-    this.#oldestAt ??= this.#ctx.now();
+    this.#oldestAt ??= receivedAt;
   }
 
   /** Stages a quality notice at its journal position. */

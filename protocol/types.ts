@@ -14,6 +14,12 @@ export interface Binding {
   mappings: Mappings;
 }
 
+/**
+ * How an event reached the consumer: the stream batch's `deliveryMode`, or a page of the paginated history
+ * source. It decides whether a whale alert is a trading signal (domain/whale-signal.ts), never the effect.
+ */
+export type EventDelivery = 'live' | 'replay' | 'backfill';
+
 /** One source event, validated and staged in journal order (position, ordinal). */
 export interface StagedEvent {
   position: number;
@@ -29,6 +35,9 @@ export interface StagedEvent {
   trade: TradeData | null;
   /** eventContentHash(event): the content identity, independent of the position and ordinal it came at. */
   contentHash: string;
+  delivery: EventDelivery;
+  /** When the consumer received the frame or page that carried the event (epoch ms): a live alert's age. */
+  receivedAt: number;
 }
 
 /** A quality notice at a journal position; the cut snapshot contributes one per scope at its lastPosition. */
@@ -77,7 +86,27 @@ export interface CheckpointPlan {
 export interface ActionRules {
   /** A trade (or correction) whose notional is at least this decimal writes a `whale_alert` outbox row; null: none. */
   whaleAlertMinNotional: string | null;
+  /** A live event observed longer than this before it was received raises no alert (late); null: no bound. */
+  whaleAlertMaxAgeMs: number | null;
+  /** Replayed and backfilled events alert as if live (the whole retained history alerts); off by default. */
+  whaleAlertOnReplay: boolean;
 }
+
+/** The default age bound of a live whale alert (WHALE_ALERT_MAX_AGE). */
+export const DEFAULT_WHALE_ALERT_MAX_AGE_MS = 5 * 60_000;
+
+/** Whale alerts at or above `minNotional` (null: none), live only, within the default age bound. */
+export function whaleAlertRules(minNotional: string | null, options: Partial<ActionRules> = {}): ActionRules {
+  return {
+    whaleAlertMinNotional: minNotional,
+    whaleAlertMaxAgeMs: DEFAULT_WHALE_ALERT_MAX_AGE_MS,
+    whaleAlertOnReplay: false,
+    ...options,
+  };
+}
+
+/** No external actions. */
+export const NO_ACTIONS: ActionRules = whaleAlertRules(null);
 
 /** The durable state a run resumes from. The database is the authority. */
 export interface CommittedState {

@@ -2,7 +2,13 @@
 // error that names every invalid variable (never a value: one of them is the API key).
 import { z } from 'zod';
 import { DEFAULT_MAX_FRAME_BYTES } from '../protocol/codec.js';
-import { QUARANTINE_REASONS, type QuarantineReason } from '../protocol/types.js';
+import {
+  DEFAULT_WHALE_ALERT_MAX_AGE_MS,
+  QUARANTINE_REASONS,
+  whaleAlertRules,
+  type QuarantineReason,
+} from '../protocol/types.js';
+import { DEFAULT_ALERT_CONCURRENCY } from '../activities/outbox.js';
 import type { ConsumeStreamConfig } from '../activities/consume-stream.js';
 import { commitBoundMs, DEFAULT_SESSION_BOUNDS, type SessionBounds } from '../db/session-settings.js';
 import { DEFAULT_HEARTBEAT_TIMEOUT_MS, DEFAULT_LEASE_MS, TASK_QUEUE } from '../workflows/definitions.js';
@@ -24,13 +30,25 @@ export interface WorkerConfig {
   stream: ConsumeStreamConfig;
   /** The streaming lease a consumer started by this deployment gets (workflow input). */
   leaseMs: number;
-  whaleAlert: { minNotional: string | null; webhookUrl: string | null };
+  whaleAlert: WhaleAlertConfig;
   /** The paginated history source (PROTOCOL.md section 8): events asked per page, events per durable chunk. */
   pages: { stream: string; limit: number; chunkSize: number };
   logLevel: LogLevel;
   logFormat: LogFormat;
   /** The /metrics, /healthz and /readyz endpoint; off when METRICS_PORT is unset (0 picks a free port). */
   metrics: { port: number; host: string } | null;
+}
+
+export interface WhaleAlertConfig {
+  minNotional: string | null;
+  webhookUrl: string | null;
+  /** Live events observed longer ago than this raise no alert; null: no bound. */
+  maxAgeMs: number | null;
+  onReplay: boolean;
+  /** POSTs in flight per dispatcher. */
+  concurrency: number;
+  /** Standard Webhooks secrets, current first; empty only when there is no webhook. Never logged. */
+  signingSecrets: string[];
 }
 
 export class ConfigError extends Error {
@@ -75,6 +93,37 @@ const url = (protocols: RegExp, what: string) =>
 
 const PORT_PROBLEM = 'must be a port number (0-65535; 0 picks a free one)';
 
+const DURATION_PROBLEM = 'must be a duration such as 300s, 5m or 1h (0: no bound)';
+const DURATION_UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+/** `0` or a whole number with a unit: no bare number, whose unit a reader would have to guess. */
+const duration = z
+  .string()
+  .trim()
+  .regex(/^(0|\d+(ms|s|m|h))$/, DURATION_PROBLEM)
+  .transform((text) => {
+    const [, amount, unit] = /^(\d+)(ms|s|m|h)?$/.exec(text)!;
+    return Number(amount) * (unit === undefined ? 0 : DURATION_UNIT_MS[unit]!);
+  });
+
+const SECRET_PROBLEM =
+  'must be whsec_ followed by the base64 of 24 to 64 random bytes (e.g. whsec_$(openssl rand -base64 32))';
+/** A Standard Webhooks secret. The message never repeats the value. */
+const signingSecret = z
+  .string()
+  .trim()
+  .refine((text) => {
+    const encoded = text.startsWith('whsec_') ? text.slice('whsec_'.length) : '';
+    if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded) || encoded.length % 4 !== 0) return false;
+    const bytes = Buffer.from(encoded, 'base64').length;
+    return bytes >= 24 && bytes <= 64;
+  }, SECRET_PROBLEM);
+const booleanText = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .pipe(z.enum(['true', 'false', '1', '0'], { error: 'must be true or false' }))
+  .transform((text) => text === 'true' || text === '1');
+
 const envSchema = z.object({
   DATABASE_URL: required('a postgres:// connection URL').pipe(url(/^postgres(ql)?:\/\//, 'postgres://')),
   DB_LOCK_TIMEOUT_MS: databaseBound(DEFAULT_SESSION_BOUNDS.lockTimeoutMs),
@@ -118,6 +167,12 @@ const envSchema = z.object({
       .optional(),
   ),
   WHALE_ALERT_WEBHOOK_URL: optionalText.pipe(url(/^https?:\/\//, 'http(s)://').optional()),
+  WHALE_ALERT_MAX_AGE: duration.default(DEFAULT_WHALE_ALERT_MAX_AGE_MS),
+  WHALE_ALERT_ON_REPLAY: booleanText.default(false),
+  WHALE_ALERT_CONCURRENCY: positiveInt(DEFAULT_ALERT_CONCURRENCY),
+  // An empty value is a mistake to report, not "unset": a webhook without its secret would go out unsigned.
+  WHALE_ALERT_SIGNING_SECRET: signingSecret.optional(),
+  WHALE_ALERT_SIGNING_SECRET_PREVIOUS: signingSecret.optional(),
   PAGE_STREAM: z.string().trim().min(1, 'must not be empty').default('polymarket'),
   // The source may answer up to its own maximum; 10,000 keeps one page's events a bounded allocation.
   PAGE_LIMIT: positiveInt(500).pipe(z.number().max(10_000, 'must be at most 10000 (events per page)')),
@@ -173,8 +228,25 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
     if (!(error instanceof TemporalSettingsError)) throw error;
     problems.push(...error.problems);
   }
-  if (!parsed.success || temporal === null) throw new ConfigError(problems);
+  if (parsed.success && parsed.data.WHALE_ALERT_WEBHOOK_URL !== undefined) {
+    if (parsed.data.WHALE_ALERT_SIGNING_SECRET === undefined)
+      problems.push({
+        variable: 'WHALE_ALERT_SIGNING_SECRET',
+        problem: `is required with WHALE_ALERT_WEBHOOK_URL (every alert is signed); it ${SECRET_PROBLEM}`,
+      });
+  }
+  if (!parsed.success || temporal === null || problems.length > 0) throw new ConfigError(problems);
   const e = parsed.data;
+  const whaleAlert: WhaleAlertConfig = {
+    minNotional: e.WHALE_ALERT_MIN_NOTIONAL ?? null,
+    webhookUrl: e.WHALE_ALERT_WEBHOOK_URL ?? null,
+    maxAgeMs: e.WHALE_ALERT_MAX_AGE === 0 ? null : e.WHALE_ALERT_MAX_AGE,
+    onReplay: e.WHALE_ALERT_ON_REPLAY,
+    concurrency: e.WHALE_ALERT_CONCURRENCY,
+    signingSecrets: [e.WHALE_ALERT_SIGNING_SECRET, e.WHALE_ALERT_SIGNING_SECRET_PREVIOUS].filter(
+      (secret): secret is string => secret !== undefined,
+    ),
+  };
   const databaseBounds = boundsOf(e);
   // A commit waits for the checkpoint lock, then runs its statements: the whole must fit in a heartbeat timeout.
   const commitBound = commitBoundMs(databaseBounds);
@@ -199,7 +271,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
       maxFrameBytes: e.MAX_FRAME_BYTES,
       staging: { maxEvents: e.STAGING_MAX_EVENTS, maxBytes: e.STAGING_MAX_BYTES, maxAgeMs: e.STAGING_MAX_AGE_MS },
       quarantinePolicy: { terminalReasons: e.QUARANTINE_TERMINAL_REASONS },
-      actions: { whaleAlertMinNotional: e.WHALE_ALERT_MIN_NOTIONAL ?? null },
+      actions: whaleAlertRules(whaleAlert.minNotional, {
+        whaleAlertMaxAgeMs: whaleAlert.maxAgeMs,
+        whaleAlertOnReplay: whaleAlert.onReplay,
+      }),
       heartbeatEveryMs: e.HEARTBEAT_MS,
       connectTimeoutMs: e.CONNECT_TIMEOUT_MS,
       commitBoundMs: commitBound,
@@ -210,7 +285,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
       },
     },
     leaseMs: e.LEASE_MS,
-    whaleAlert: { minNotional: e.WHALE_ALERT_MIN_NOTIONAL ?? null, webhookUrl: e.WHALE_ALERT_WEBHOOK_URL ?? null },
+    whaleAlert,
     pages: { stream: e.PAGE_STREAM, limit: e.PAGE_LIMIT, chunkSize: e.PAGE_CHUNK_SIZE },
     logLevel: e.LOG_LEVEL,
     logFormat: e.LOG_FORMAT,
@@ -228,6 +303,7 @@ export function redact(config: WorkerConfig): Record<string, unknown> {
     whaleAlert: {
       ...config.whaleAlert,
       webhookUrl: config.whaleAlert.webhookUrl === null ? null : maskUrlPassword(config.whaleAlert.webhookUrl),
+      signingSecrets: config.whaleAlert.signingSecrets.map(() => '[REDACTED]'),
     },
   };
 }

@@ -206,7 +206,14 @@ export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise
 
   const webhookUrl = config.whaleAlert.webhookUrl;
   const dispatcher = webhookUrl
-    ? new OutboxDispatcher({ pool, webhookUrl, log: log.child({ component: 'outbox' }) })
+    ? new OutboxDispatcher({
+        pool,
+        webhookUrl,
+        signingSecrets: config.whaleAlert.signingSecrets,
+        concurrency: config.whaleAlert.concurrency,
+        log: log.child({ component: 'outbox' }),
+        ...(options.telemetry ? { metrics: options.telemetry.metrics } : {}),
+      })
     : null;
   if (dispatcher) dispatcher.start();
   else if (config.whaleAlert.minNotional !== null) {

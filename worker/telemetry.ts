@@ -118,10 +118,12 @@ export function postgresCheck(pool: pg.Pool): () => Promise<ReadinessCheck> {
 
 /** The counts behind whalehunt_outbox_* and whalehunt_quarantine_held. */
 export async function sampleStore(pool: pg.Pool): Promise<StoreSample> {
-  const outbox = await pool.query<{ pending: string; dead: string }>(
-    `SELECT count(*) FILTER (WHERE status IN ('pending', 'claimed')) AS pending,
-            count(*) FILTER (WHERE status = 'dead') AS dead
-       FROM outbox`,
+  // Each count reads its own partial index: sent and suppressed rows, the bulk of the table, are never scanned.
+  const outbox = await pool.query<{ pending: string; dead: string; oldest_pending_seconds: number | null }>(
+    `SELECT (SELECT count(*) FROM outbox WHERE status IN ('pending', 'claimed')) AS pending,
+            (SELECT count(*) FROM outbox WHERE status = 'dead') AS dead,
+            (SELECT extract(epoch FROM now() - min(created_at))::float8 FROM outbox
+              WHERE status IN ('pending', 'claimed')) AS oldest_pending_seconds`,
   );
   const held = await pool.query<{ consumer_id: string; held: string }>(
     `SELECT consumer_id, count(*) AS held FROM quarantine WHERE disposition = 'held' GROUP BY consumer_id`,
@@ -129,6 +131,7 @@ export async function sampleStore(pool: pg.Pool): Promise<StoreSample> {
   return {
     outboxPending: Number(outbox.rows[0]?.pending ?? 0),
     outboxDead: Number(outbox.rows[0]?.dead ?? 0),
+    oldestPendingSeconds: outbox.rows[0]?.oldest_pending_seconds ?? 0,
     quarantineHeld: new Map(held.rows.map((r) => [r.consumer_id, Number(r.held)])),
   };
 }

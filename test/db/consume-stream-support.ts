@@ -9,6 +9,7 @@ import { Journal, type JournalEvent } from '../../simulator/journal.js';
 import { ReferenceStreamServer, type ReferenceServerOptions } from '../../simulator/server.js';
 import { appliedEvents } from './reference-fold.js';
 import { dumpState } from './state-dump.js';
+import { NO_ACTIONS } from '../../protocol/types.js';
 
 export const API_KEY = 'consumer-test-key-7c1e';
 export const SUBSCRIPTION = 'sub-1';
@@ -66,7 +67,7 @@ export function makeRun(
       maxFrameBytes: server.settings.maxFrameBytes,
       staging: { maxEvents: 10_000, maxBytes: 16 * 1024 * 1024, maxAgeMs: 60_000 },
       quarantinePolicy: { terminalReasons: [] },
-      actions: { whaleAlertMinNotional: null },
+      actions: NO_ACTIONS,
       heartbeatEveryMs: 1_000,
       connectTimeoutMs: 5_000,
       reconnect: { maxAttempts: 3, initialMs: 5, maxMs: 20 },

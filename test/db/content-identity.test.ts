@@ -19,6 +19,7 @@ import type { StagedEvent } from '../../protocol/types.js';
 import { committed, correction, makePlan, trade, type PlanOptions } from '../../bench/fixtures.js';
 import { useTestDatabase } from '../support/db.js';
 import { dumpState } from './state-dump.js';
+import { NO_ACTIONS } from '../../protocol/types.js';
 
 const db = useTestDatabase();
 
@@ -156,7 +157,7 @@ describe('receipts saved under the legacy content hash', () => {
       expectedVersion: opened.progress!.version,
       events: [asReleased(tradeA(3)), asReleased(tradeB(4))],
       quarantinePolicy: { terminalReasons: [] },
-      actions: { whaleAlertMinNotional: null },
+      actions: NO_ACTIONS,
     });
     expect(chunk).toMatchObject({ kind: 'committed', appliedPosition: 4 });
 

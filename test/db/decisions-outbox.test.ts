@@ -9,6 +9,7 @@ import {
   consumerSummary,
   failOutbox,
   loadCommitted,
+  releaseOutbox,
   recordBindingDecision,
   recordGapDecision,
   UnknownConsumer,
@@ -158,7 +159,7 @@ describe('outbox', () => {
       false,
     );
 
-    await failOutbox(db.pool, claimed[0]!.id, 'webhook returned 503');
+    expect(await failOutbox(db.pool, claimed[0]!, 'webhook returned 503')).toBe(false);
     const row = await db.pool.query<{ status: string; last_error: string; due: boolean }>(
       'SELECT status, last_error, available_at > now() AS due FROM outbox WHERE id = $1',
       [claimed[0]!.id],
@@ -171,8 +172,8 @@ describe('outbox', () => {
       (i) => i.consumerId === consumerId,
     );
     expect(again.map((i) => i.attempts)).toEqual([2]);
-    expect(await completeOutbox(db.pool, again[0]!.id)).toBe(true);
-    expect(await completeOutbox(db.pool, again[0]!.id)).toBe(false);
+    expect(await completeOutbox(db.pool, again)).toEqual([again[0]!.id]);
+    expect(await completeOutbox(db.pool, again)).toEqual([]);
     expect((await consumerSummary(db.pool, consumerId))?.pendingOutbox).toBe(0);
   });
 
@@ -186,7 +187,11 @@ describe('outbox', () => {
       (i) => i.consumerId === consumerId,
     );
     expect(reclaimed).toMatchObject({ id: first!.id, attempts: 2 });
-    await failOutbox(db.pool, reclaimed!.id, 'still failing', { maxAttempts: 2 });
+    // The first claim is no longer the row's: its late completion, failure or release changes nothing.
+    expect(await completeOutbox(db.pool, [first!])).toEqual([]);
+    expect(await failOutbox(db.pool, first!, 'late failure', { maxAttempts: 1 })).toBe(false);
+    await releaseOutbox(db.pool, [first!]);
+    expect(await failOutbox(db.pool, reclaimed!, 'still failing', { maxAttempts: 2 })).toBe(true);
     const row = await db.pool.query<{ status: string }>('SELECT status FROM outbox WHERE id = $1', [first!.id]);
     expect(row.rows[0]?.status).toBe('dead');
   });

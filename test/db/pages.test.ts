@@ -29,6 +29,7 @@ import { useTestDatabase } from '../support/db.js';
 import { allEvents } from './consume-stream-support.js';
 import { appliedEvents } from './reference-fold.js';
 import { dumpState, type SavedState } from './state-dump.js';
+import { whaleAlertRules } from '../../protocol/types.js';
 
 const db = useTestDatabase();
 const API_KEY = 'page-test-key-51d0';
@@ -140,7 +141,7 @@ function run(
         initialMs: opts.initialBackoffMs ?? 1,
         maxMs: opts.initialBackoffMs ?? 4,
       },
-      actions: { whaleAlertMinNotional: opts.whaleAlertMinNotional ?? null },
+      actions: whaleAlertRules(opts.whaleAlertMinNotional ?? null),
       quarantinePolicy: { terminalReasons: opts.terminalReasons ?? [] },
     },
     fetch: recordingFetch,

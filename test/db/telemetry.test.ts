@@ -104,6 +104,6 @@ describe('the telemetry endpoint', () => {
 
   it('samples outbox and held quarantine counts from the database', async () => {
     const empty = await sampleStore(db.pool);
-    expect(empty).toEqual({ outboxPending: 0, outboxDead: 0, quarantineHeld: new Map() });
+    expect(empty).toEqual({ outboxPending: 0, outboxDead: 0, oldestPendingSeconds: 0, quarantineHeld: new Map() });
   });
 });

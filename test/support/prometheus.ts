@@ -51,4 +51,9 @@ export const EVENT_ONLY_METRICS = [
   'whalehunt_reconnects_total',
   'whalehunt_decisions_total',
   'whalehunt_quarantine_held',
+  'whalehunt_alerts_sent_total',
+  'whalehunt_alerts_failed_total',
+  'whalehunt_alerts_dead_total',
+  'whalehunt_alerts_suppressed_total',
+  'whalehunt_alert_delay_seconds',
 ];

@@ -12,7 +12,7 @@ import {
   sameContent,
   sha256Hex,
 } from '../../protocol/canonical.js';
-import { decideCommit, type ExistingRows } from '../../domain/decide.js';
+import { decideCommit, noAlerts, type ExistingRows } from '../../domain/decide.js';
 import { correction, makePlan, trade } from '../../bench/fixtures.js';
 import type { StagedEvent } from '../../protocol/types.js';
 
@@ -154,6 +154,7 @@ describe('decideCommit with content identity', () => {
       duplicates: 1,
       noEffect: 0,
       quarantined: 0,
+      alerts: noAlerts(),
     });
     // Within one plan too: the second delivery of the same event is a duplicate, not a conflict.
     const twice = decideCommit(

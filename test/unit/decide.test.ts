@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import {
   decideCommit,
   newestNoticePerScope,
+  noAlerts,
   validatePlanAgainstSaved,
   validatePlanShape,
   type CommitWrites,
@@ -59,7 +60,7 @@ describe('decideCommit rules', () => {
     ]);
     expect(writes.marketDeltas).toEqual([{ market: 'm-1', volume: '7', count: 1 }]);
     expect(writes.revisions.map((r) => [r.revision, r.notional, r.eventId])).toEqual([[1, '5', 'ev-1-1']]); // superseded only
-    expect(writes.counts).toEqual({ applied: 2, duplicates: 0, noEffect: 0, quarantined: 0 });
+    expect(writes.counts).toEqual({ applied: 2, duplicates: 0, noEffect: 0, quarantined: 0, alerts: noAlerts() });
   });
 
   it('an identical receipt is a duplicate; a different content hash is a conflict naming both hashes', () => {

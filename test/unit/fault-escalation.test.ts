@@ -6,6 +6,7 @@ import { namesSavedCheckpoint } from '../../protocol/checkpoint-change.js';
 import type { CheckpointPlan, CommittedState } from '../../protocol/types.js';
 import { ConsumerState } from '../../workflows/consumer-state.js';
 import { classifyRunFailure, movedForward } from '../../workflows/run-failure.js';
+import { NO_ACTIONS } from '../../protocol/types.js';
 
 const binding = {
   consumerId: 'c1',
@@ -42,7 +43,7 @@ const plan: CheckpointPlan = {
   events: [],
   qualityNotices: [],
   quarantinePolicy: { terminalReasons: [] },
-  actions: { whaleAlertMinNotional: null },
+  actions: NO_ACTIONS,
 };
 
 describe('namesSavedCheckpoint', () => {

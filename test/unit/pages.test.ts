@@ -65,21 +65,28 @@ describe('stagePageEvents', () => {
       observedAt: '2026-11-29T12:00:00.000Z',
       data: { market: 'm', asset: 'a', side: 'BUY', price: '0.5', size: '2', wallet: 'w', txHash: 't' },
     };
-    const [staged] = stagePageEvents([event]);
+    const [staged] = stagePageEvents([event], 0);
     const { position: _position, ...wire } = event;
     // The trade is parsed once here and carried to the commit.
-    expect(staged).toEqual({ ...wire, position: 9, trade: wire.data, contentHash: eventContentHash(wire) });
+    expect(staged).toEqual({
+      ...wire,
+      position: 9,
+      trade: wire.data,
+      contentHash: eventContentHash(wire),
+      delivery: 'backfill',
+      receivedAt: 0,
+    });
     // Identity is what the event says: the same event staged at another position and ordinal hashes the same.
-    expect(stagePageEvents([{ ...event, position: 10, ordinal: 1 }])[0]!.contentHash).toBe(staged!.contentHash);
+    expect(stagePageEvents([{ ...event, position: 10, ordinal: 1 }], 0)[0]!.contentHash).toBe(staged!.contentHash);
   });
 
   it('refuses a supported kind with malformed data, naming the field; stages an unsupported kind as is', () => {
     const base = { ordinal: 1, entityId: 'x', revision: 1, observedAt: '2026-11-29T12:00:00.000Z' };
     const malformed: PageEvent = { ...base, position: 3, eventId: 'e3', kind: 'trade', data: { market: 'm' } };
-    expect(() => stagePageEvents([malformed])).toThrow(WireError);
-    expect(() => stagePageEvents([malformed])).toThrow(/events\.data\.asset/);
+    expect(() => stagePageEvents([malformed], 0)).toThrow(WireError);
+    expect(() => stagePageEvents([malformed], 0)).toThrow(/events\.data\.asset/);
     const odd: PageEvent = { ...base, position: 4, eventId: 'e4', kind: 'split', data: { any: 'thing' } };
-    expect(stagePageEvents([odd])[0]).toMatchObject({ kind: 'split', trade: null });
+    expect(stagePageEvents([odd], 0)[0]).toMatchObject({ kind: 'split', trade: null });
   });
 });
 

@@ -4,11 +4,12 @@ import { decodeServerFrame, type ServerFrameOf } from '../../protocol/codec.js';
 import { ProtocolViolation } from '../../protocol/session-fence.js';
 import { StagingBoundExceeded, StagingBuffer, type StagingContext } from '../../protocol/staging.js';
 import { FILTER } from './stream-fixtures.js';
+import { NO_ACTIONS } from '../../protocol/types.js';
 
 const commit = {
   fence: { leaseEpoch: 1, version: 3 },
   quarantinePolicy: { terminalReasons: [] },
-  actions: { whaleAlertMinNotional: null },
+  actions: NO_ACTIONS,
 };
 
 function buffer(overrides: Partial<StagingContext> = {}): StagingBuffer {

@@ -11,6 +11,7 @@ import {
 } from '../../protocol/codec.js';
 import { Session, type SessionAction, type SessionOptions } from '../../protocol/session.js';
 import type { CheckpointPlan, QualityNotice } from '../../protocol/types.js';
+import { NO_ACTIONS } from '../../protocol/types.js';
 
 export const FILTER: StreamFilter = { kinds: ['trade', 'correction'] };
 
@@ -197,7 +198,7 @@ export function sessionOptions(overrides: Partial<SessionOptions> = {}): Session
     committedPosition: null,
     fence: { leaseEpoch: 1, version: 0 },
     quarantinePolicy: { terminalReasons: [] },
-    actions: { whaleAlertMinNotional: null },
+    actions: NO_ACTIONS,
     staging: { maxEvents: 10_000, maxBytes: 10_000_000, maxAgeMs: 60_000 },
     now: () => 0,
     ...overrides,

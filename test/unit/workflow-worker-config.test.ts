@@ -4,6 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, redact } from '../../worker/config.js';
 
 const KEY = 'wh-live-8f3b2c1d9e';
+const SECRET = `whsec_${Buffer.alloc(32, 0x5a).toString('base64')}`;
+const PREVIOUS_SECRET = `whsec_${Buffer.alloc(24, 0x33).toString('base64')}`;
 const valid = {
   DATABASE_URL: 'postgres://app:s3cret@db:5432/whalehunt',
   WHALEHUNT_URL: 'wss://stream.example/v1/stream',
@@ -37,6 +39,7 @@ describe('loadConfig', () => {
       QUARANTINE_TERMINAL_REASONS: 'unsupported_kind, unknown_correction_target',
       WHALE_ALERT_MIN_NOTIONAL: '50000',
       WHALE_ALERT_WEBHOOK_URL: 'https://hooks.example/whales',
+      WHALE_ALERT_SIGNING_SECRET: SECRET,
       LOG_LEVEL: 'debug',
     });
     expect(config.stream.staging.maxEvents).toBe(500);
@@ -72,6 +75,82 @@ describe('loadConfig', () => {
     ]);
     expect(message).not.toContain(KEY);
     expect(message).toContain('WHALEHUNT_API_KEY: is required (the stream API key)');
+  });
+
+  it('whale alerts: live only within 5 minutes by default; age, replay, concurrency and both secrets parsed', () => {
+    expect(loadConfig(valid).whaleAlert).toEqual({
+      minNotional: null,
+      webhookUrl: null,
+      maxAgeMs: 300_000,
+      onReplay: false,
+      concurrency: 8,
+      signingSecrets: [],
+    });
+    const config = loadConfig({
+      ...valid,
+      WHALE_ALERT_MIN_NOTIONAL: '1000',
+      WHALE_ALERT_WEBHOOK_URL: 'https://hooks.example/whales',
+      WHALE_ALERT_MAX_AGE: '90s',
+      WHALE_ALERT_ON_REPLAY: 'true',
+      WHALE_ALERT_CONCURRENCY: '16',
+      WHALE_ALERT_SIGNING_SECRET: SECRET,
+      WHALE_ALERT_SIGNING_SECRET_PREVIOUS: PREVIOUS_SECRET,
+    });
+    expect(config.whaleAlert).toMatchObject({
+      maxAgeMs: 90_000,
+      onReplay: true,
+      concurrency: 16,
+      signingSecrets: [SECRET, PREVIOUS_SECRET],
+    });
+    expect(config.stream.actions).toEqual({
+      whaleAlertMinNotional: '1000',
+      whaleAlertMaxAgeMs: 90_000,
+      whaleAlertOnReplay: true,
+    });
+    // 0: no age bound.
+    expect(loadConfig({ ...valid, WHALE_ALERT_MAX_AGE: '0' }).stream.actions.whaleAlertMaxAgeMs).toBeNull();
+    const shown = JSON.stringify(redact(config));
+    expect(shown).not.toContain(SECRET.slice(6));
+    expect(shown).not.toContain(PREVIOUS_SECRET.slice(6));
+  });
+
+  it('whale alerts: an empty or short secret, a missing one, a negative age and a concurrency of 0 are named, never echoed', () => {
+    const shortSecret = `whsec_${Buffer.alloc(8, 1).toString('base64')}`;
+    const problemsOf = (env: Record<string, string>) => {
+      try {
+        loadConfig({ ...valid, ...env });
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        expect((error as ConfigError).message).not.toContain(shortSecret.slice(6));
+        return (error as ConfigError).problems;
+      }
+      throw new Error('expected a ConfigError');
+    };
+    expect(
+      problemsOf({
+        WHALE_ALERT_SIGNING_SECRET: shortSecret,
+        WHALE_ALERT_SIGNING_SECRET_PREVIOUS: '',
+        WHALE_ALERT_MAX_AGE: '-5m',
+        WHALE_ALERT_CONCURRENCY: '0',
+        WHALE_ALERT_ON_REPLAY: 'yes',
+      }).map((p) => p.variable),
+    ).toEqual([
+      'WHALE_ALERT_MAX_AGE',
+      'WHALE_ALERT_ON_REPLAY',
+      'WHALE_ALERT_CONCURRENCY',
+      'WHALE_ALERT_SIGNING_SECRET',
+      'WHALE_ALERT_SIGNING_SECRET_PREVIOUS',
+    ]);
+    expect(problemsOf({ WHALE_ALERT_MAX_AGE: '300' })).toEqual([
+      { variable: 'WHALE_ALERT_MAX_AGE', problem: 'must be a duration such as 300s, 5m or 1h (0: no bound)' },
+    ]);
+    // A webhook is never sent unsigned.
+    expect(problemsOf({ WHALE_ALERT_WEBHOOK_URL: 'https://hooks.example/whales' })).toEqual([
+      {
+        variable: 'WHALE_ALERT_SIGNING_SECRET',
+        problem: expect.stringContaining('is required with WHALE_ALERT_WEBHOOK_URL') as unknown,
+      },
+    ]);
   });
 
   it('page settings: defaults, overrides, and a clear error for each bad value', () => {

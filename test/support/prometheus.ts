@@ -44,8 +44,9 @@ export function queriedMetricNames(text: string): string[] {
 }
 
 /**
- * Consumer metrics with no series until their event happens (a reconnect, a decision, a held quarantine record),
- * so a scrape of a clean run lacks them; dashboards and rules may still query them.
+ * Consumer metrics with no series until their event happens (a reconnect, a decision, a held quarantine record,
+ * an alert sent, failed or suppressed), so a scrape of a clean run lacks them; dashboards and rules may still
+ * query them. Named as scraped: a histogram by its `_bucket`, `_sum` and `_count` series.
  */
 export const EVENT_ONLY_METRICS = [
   'whalehunt_reconnects_total',
@@ -55,5 +56,7 @@ export const EVENT_ONLY_METRICS = [
   'whalehunt_alerts_failed_total',
   'whalehunt_alerts_dead_total',
   'whalehunt_alerts_suppressed_total',
-  'whalehunt_alert_delay_seconds',
+  'whalehunt_alert_delay_seconds_bucket',
+  'whalehunt_alert_delay_seconds_sum',
+  'whalehunt_alert_delay_seconds_count',
 ];

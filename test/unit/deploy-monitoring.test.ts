@@ -25,17 +25,28 @@ interface Panel {
 
 describe('deploy/prometheus alert rules', () => {
   it('pass promtool check rules', () => {
-    expect(promtool(['check', 'rules', 'alerts.yml'])).toContain('SUCCESS: 5 rules found');
+    expect(promtool(['check', 'rules', 'alerts.yml'])).toContain('SUCCESS: 7 rules found');
   });
 
   it('pass their promtool unit tests (each alert fires when it should and not before)', () => {
     expect(promtool(['test', 'rules', 'alerts.test.yml'])).toContain('SUCCESS');
+    const tests = read('deploy/prometheus/alerts.test.yml');
+    for (const [, alert] of read('deploy/prometheus/alerts.yml').matchAll(/alert: (\w+)\n/g))
+      expect(tests, alert).toMatch(new RegExp(`alertname: ${alert}\\n[\\s\\S]*?exp_alerts:\\n +- exp_labels`));
   });
 
-  it('cover lag, a decision wait, dead letters and reconnect storms, querying only exported metrics', () => {
+  it('cover lag, decisions, quarantine, reconnects and dead, stuck or late whale alerts, on exported metrics', () => {
     const rules = read('deploy/prometheus/alerts.yml');
-    for (const alert of ['LagGrowing', 'AwaitingDecision', 'OutboxDeadLetters', 'ReconnectStorm'])
-      expect(rules).toMatch(new RegExp(`alert: Whalehunt\\w*${alert}\\n`));
+    const covered = [
+      'LagGrowing',
+      'AwaitingDecision',
+      'QuarantineHeld',
+      'ReconnectStorm',
+      'AlertsDead',
+      'AlertsStuck',
+      'AlertDelayHigh',
+    ];
+    for (const alert of covered) expect(rules).toMatch(new RegExp(`alert: Whalehunt\\w*${alert}\\n`));
     expect(queriedMetricNames(rules).filter((name) => !exported.has(name))).toEqual([]);
   });
 });

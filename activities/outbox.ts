@@ -39,7 +39,10 @@ export interface OutboxDispatcherOptions {
   metrics?: Pick<ConsumerMetrics, 'alertSent' | 'alertFailed'>;
   /** POSTs in flight at most (default 8). */
   concurrency?: number;
-  /** How long a claim is exclusive; must exceed the call timeout so no other dispatcher takes a row in flight. */
+  /**
+   * How long a claim is exclusive (default three call timeouts); it must exceed the call timeout, and no POST
+   * starts that could outlive it, so no other dispatcher takes a row in flight.
+   */
   leaseMs?: number;
   /** The fallback poll when no notification came (default 1000). */
   idleMs?: number;
@@ -99,7 +102,7 @@ export class OutboxDispatcher {
     this.log = options.log;
     this.metrics = options.metrics ?? noMetrics;
     this.concurrency = options.concurrency ?? DEFAULT_ALERT_CONCURRENCY;
-    this.leaseMs = options.leaseMs ?? Math.max(60_000, this.timeoutMs * 3);
+    this.leaseMs = options.leaseMs ?? this.timeoutMs * 3;
     this.idleMs = options.idleMs ?? DEFAULT_IDLE_MS;
     this.maxAttempts = options.maxAttempts ?? DEFAULT_MAX_OUTBOX_ATTEMPTS;
     this.listen = options.listen ?? true;

@@ -638,11 +638,23 @@ export class Journal {
     return transition;
   }
 
-  /** Appends `perSecond` generated transitions per second until stopped (or the server closes). */
+  /**
+   * Appends the generator's next transition as a live source would: observed just now (up to a second ago), not
+   * on the journal's synthetic clock. Stored, like any explicit append.
+   */
+  appendLive(now = Date.now()): Transition {
+    const { events, quality } = this.generator.next();
+    return this.append({
+      events: events.map((event, i) => ({ ...event, observedAt: isoTimestamp(now - ((i * 137) % 1000)) })),
+      quality,
+    });
+  }
+
+  /** Appends `perSecond` live transitions (appendLive) per second until stopped (or the server closes). */
   startLiveAppends(perSecond: number): void {
     this.stopLiveAppends();
     if (perSecond <= 0) return;
-    this.liveTimer = setInterval(() => this.appendGenerated(), Math.max(1, Math.round(1000 / perSecond)));
+    this.liveTimer = setInterval(() => this.appendLive(), Math.max(1, Math.round(1000 / perSecond)));
     this.liveTimer.unref();
   }
 

@@ -9,6 +9,7 @@ import {
   type QuarantineReason,
 } from '../protocol/types.js';
 import { DEFAULT_ALERT_CONCURRENCY } from '../activities/outbox.js';
+import { DEFAULT_WEBHOOK_TIMEOUT_MS } from '../activities/webhook.js';
 import type { ConsumeStreamConfig } from '../activities/consume-stream.js';
 import { commitBoundMs, DEFAULT_SESSION_BOUNDS, type SessionBounds } from '../db/session-settings.js';
 import { DEFAULT_HEARTBEAT_TIMEOUT_MS, DEFAULT_LEASE_MS, TASK_QUEUE } from '../workflows/definitions.js';
@@ -47,6 +48,8 @@ export interface WhaleAlertConfig {
   onReplay: boolean;
   /** POSTs in flight per dispatcher. */
   concurrency: number;
+  /** How long one POST may take; a claim's lease is three times this. */
+  timeoutMs: number;
   /** Standard Webhooks secrets, current first; empty only when there is no webhook. Never logged. */
   signingSecrets: string[];
 }
@@ -170,6 +173,9 @@ const envSchema = z.object({
   WHALE_ALERT_MAX_AGE: duration.default(DEFAULT_WHALE_ALERT_MAX_AGE_MS),
   WHALE_ALERT_ON_REPLAY: booleanText.default(false),
   WHALE_ALERT_CONCURRENCY: positiveInt(DEFAULT_ALERT_CONCURRENCY),
+  WHALE_ALERT_TIMEOUT: duration
+    .refine((ms) => ms > 0, 'must be a duration above 0, such as 10s')
+    .default(DEFAULT_WEBHOOK_TIMEOUT_MS),
   // An empty value is a mistake to report, not "unset": a webhook without its secret would go out unsigned.
   WHALE_ALERT_SIGNING_SECRET: signingSecret.optional(),
   WHALE_ALERT_SIGNING_SECRET_PREVIOUS: signingSecret.optional(),
@@ -243,6 +249,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
     maxAgeMs: e.WHALE_ALERT_MAX_AGE === 0 ? null : e.WHALE_ALERT_MAX_AGE,
     onReplay: e.WHALE_ALERT_ON_REPLAY,
     concurrency: e.WHALE_ALERT_CONCURRENCY,
+    timeoutMs: e.WHALE_ALERT_TIMEOUT,
     signingSecrets: [e.WHALE_ALERT_SIGNING_SECRET, e.WHALE_ALERT_SIGNING_SECRET_PREVIOUS].filter(
       (secret): secret is string => secret !== undefined,
     ),

@@ -211,6 +211,7 @@ export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise
         webhookUrl,
         signingSecrets: config.whaleAlert.signingSecrets,
         concurrency: config.whaleAlert.concurrency,
+        webhookTimeoutMs: config.whaleAlert.timeoutMs,
         log: log.child({ component: 'outbox' }),
         ...(options.telemetry ? { metrics: options.telemetry.metrics } : {}),
       })

@@ -1,7 +1,8 @@
 // kill -9 of a real worker process at each cut point of a checkpoint (after staging, after the commit before
 // its ACK, after the ACK), then a fresh worker process: every effect exactly once (equal to a plain fold of
 // the journal), the resumed session starts from the committed token, and the workflow goes on leasing
-// normally, and the restarted worker's outbox dispatcher sends every whale alert exactly once. The worker is
+// normally, and the restarted worker's outbox dispatcher sends every whale alert exactly once (history alerts:
+// WHALE_ALERT_ON_REPLAY). The worker is
 // `worker/main.ts` as operators run it, crashed by its test-only WHALEHUNT_TEST_CRASH_AT.
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -31,20 +32,22 @@ const db = useTestDatabase();
 const WHALE_MIN = '250';
 
 /**
- * The whale alerts a plain fold of the journal raises: one per applied trade or correction at or above the threshold.
+ * The whale alerts a plain fold of the journal raises with WHALE_ALERT_ON_REPLAY (the journal is replayed): one
+ * per applied trade at or above the threshold, and per applied correction that lifts its execution across it.
  */
 function expectedAlertKeys(journal: Journal): string[] {
-  const latest = new Map<string, number>();
+  const latest = new Map<string, { revision: number; whale: boolean }>();
   const keys: string[] = [];
   for (let i = 0; journal.at(i); i++) {
     for (const event of journal.at(i)!.events) {
       const saved = latest.get(event.entityId);
-      const applies = event.kind === 'trade' ? saved === undefined : saved !== undefined && event.revision > saved;
+      const applies =
+        event.kind === 'trade' ? saved === undefined : saved !== undefined && event.revision > saved.revision;
       if (!applies) continue;
-      latest.set(event.entityId, event.revision);
       const data = event.data as { price: string; size: string };
-      if (compareDecimal(parseDecimal(notional(data.price, data.size)), parseDecimal(WHALE_MIN)) >= 0)
-        keys.push(`whale_alert:${event.eventId}`);
+      const whale = compareDecimal(parseDecimal(notional(data.price, data.size)), parseDecimal(WHALE_MIN)) >= 0;
+      latest.set(event.entityId, { revision: event.revision, whale });
+      if (whale && !saved?.whale) keys.push(`whale_alert:${event.eventId}`);
     }
   }
   return keys.sort();
@@ -93,6 +96,8 @@ describe('kill -9 of the worker process at each cut point', () => {
         WORKFLOW_BUNDLE_PATH: sharedWorkflowBundlePath(),
         LOG_LEVEL: 'INFO',
         WHALE_ALERT_MIN_NOTIONAL: WHALE_MIN,
+        // The journal is replayed from the floor: history alerts only when asked to.
+        WHALE_ALERT_ON_REPLAY: 'true',
       };
       // Only the surviving worker gets a webhook: its dispatcher sends the alerts both workers' commits wrote.
       const webhook = await startWebhook();
@@ -153,7 +158,11 @@ describe('kill -9 of the worker process at each cut point', () => {
         }
       }
 
-      const survivor = spawnWorker({ ...env, WHALE_ALERT_WEBHOOK_URL: webhook.url });
+      const survivor = spawnWorker({
+        ...env,
+        WHALE_ALERT_WEBHOOK_URL: webhook.url,
+        WHALE_ALERT_SIGNING_SECRET: `whsec_${Buffer.alloc(32, 9).toString('base64')}`,
+      });
       res.track(survivor.child, (c) => stopChildProcess(c), 'worker process');
       // The new attempt resumes from exactly the committed checkpoint, whatever the server last saw ACKed.
       const resumed = await waitFor(

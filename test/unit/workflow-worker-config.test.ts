@@ -84,6 +84,7 @@ describe('loadConfig', () => {
       maxAgeMs: 300_000,
       onReplay: false,
       concurrency: 8,
+      timeoutMs: 10_000,
       signingSecrets: [],
     });
     const config = loadConfig({
@@ -93,6 +94,7 @@ describe('loadConfig', () => {
       WHALE_ALERT_MAX_AGE: '90s',
       WHALE_ALERT_ON_REPLAY: 'true',
       WHALE_ALERT_CONCURRENCY: '16',
+      WHALE_ALERT_TIMEOUT: '2500ms',
       WHALE_ALERT_SIGNING_SECRET: SECRET,
       WHALE_ALERT_SIGNING_SECRET_PREVIOUS: PREVIOUS_SECRET,
     });
@@ -100,6 +102,7 @@ describe('loadConfig', () => {
       maxAgeMs: 90_000,
       onReplay: true,
       concurrency: 16,
+      timeoutMs: 2_500,
       signingSecrets: [SECRET, PREVIOUS_SECRET],
     });
     expect(config.stream.actions).toEqual({

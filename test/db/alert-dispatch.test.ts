@@ -1,0 +1,241 @@
+// The outbox dispatcher against real Postgres and a real HTTP receiver running the documented receiver example
+// (docs/examples/alert-receiver.ts): a commit's NOTIFY wakes it long before its poll; two dispatchers with
+// short leases never POST one key at the same time and deliver every alert; a receiver that fails for a while,
+// hangs past the timeout or refuses the call gets retries with the same key, then a dead row with its error
+// (never the URL's secret), and an operator's retry sends it again under the same webhook-id.
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { OutboxDispatcher, type OutboxDispatcherOptions } from '../../activities/outbox.js';
+import { listOutbox, retryOutbox } from '../../db/index.js';
+import { alertReceiver, type WhaleAlert } from '../../docs/examples/alert-receiver.js';
+import { useTestDatabase } from '../support/db.js';
+import { waitFor } from '../support/temporal.js';
+
+const db = useTestDatabase();
+const SECRET = `whsec_${Buffer.alloc(32, 0x42).toString('base64')}`;
+const silent = {
+  log: () => undefined,
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: () => undefined,
+};
+
+interface Delivery {
+  id: string;
+  key: string | undefined;
+  status: number;
+}
+
+/**
+ * A receiver: `answer` decides per delivery (a status after an optional delay, or 'hang'); otherwise the
+ * documented example verifies the signature and dedupes. Every delivery, and every overlap of two deliveries of
+ * one key, is recorded.
+ */
+async function startReceiver(
+  answer: (id: string, nth: number) => { delayMs?: number; status?: number } | 'hang' = () => ({}),
+) {
+  const deliveries: Delivery[] = [];
+  const alerts: { alert: WhaleAlert; id: string }[] = [];
+  const overlaps: string[] = [];
+  const inFlight = new Set<string>();
+  const hanging: ServerResponse[] = [];
+  const verify = alertReceiver(SECRET, (alert, id) => alerts.push({ alert, id }));
+  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const id = String(req.headers['webhook-id']);
+    // In flight until its connection closes: answered, or given up by the dispatcher at its timeout.
+    if (inFlight.has(id)) overlaps.push(id);
+    inFlight.add(id);
+    res.on('close', () => {
+      inFlight.delete(id);
+      const key = req.headers['idempotency-key'] as string | undefined;
+      deliveries.push({ id, key, status: res.writableFinished ? res.statusCode : 0 });
+    });
+    const decision = answer(id, deliveries.filter((d) => d.id === id).length + 1);
+    if (decision === 'hang') {
+      hanging.push(res);
+      req.resume();
+      return;
+    }
+    setTimeout(() => {
+      if (res.destroyed) return;
+      if (decision.status === undefined) verify(req, res);
+      else req.resume().on('end', () => res.writeHead(decision.status!).end());
+    }, decision.delayMs ?? 0);
+  });
+  await new Promise<void>((resolveListen) => server.listen(0, '127.0.0.1', resolveListen));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    // A path and query that carry a secret, as webhook URLs often do: it must never reach an error or a log.
+    url: `http://127.0.0.1:${port}/hooks/s3cr3t-path?token=s3cr3t-query`,
+    deliveries,
+    alerts,
+    overlaps,
+    close: async () => {
+      for (const res of hanging) res.destroy();
+      server.closeAllConnections();
+      await new Promise<void>((resolveClose) => server.close(() => resolveClose()));
+    },
+  };
+}
+
+type Receiver = Awaited<ReturnType<typeof startReceiver>>;
+const open: { receivers: Receiver[]; dispatchers: OutboxDispatcher[] } = { receivers: [], dispatchers: [] };
+afterEach(async () => {
+  await Promise.all(open.dispatchers.splice(0).map((d) => d.stop()));
+  await Promise.all(open.receivers.splice(0).map((r) => r.close()));
+});
+
+async function receiver(...args: Parameters<typeof startReceiver>): Promise<Receiver> {
+  const started = await startReceiver(...args);
+  open.receivers.push(started);
+  return started;
+}
+
+function dispatcher(url: string, options: Partial<OutboxDispatcherOptions> = {}): OutboxDispatcher {
+  return new OutboxDispatcher({
+    pool: db.pool,
+    webhookUrl: url,
+    signingSecrets: [SECRET],
+    log: silent,
+    listen: false,
+    ...options,
+  });
+}
+
+/** Pending alerts as a commit writes them (one INSERT: its trigger NOTIFYs at commit); returns their keys. */
+async function commitAlerts(consumerId: string, count: number): Promise<string[]> {
+  const eventIds = Array.from({ length: count }, (_, i) => `ev-${consumerId}-${i}`);
+  await db.pool.query(
+    `INSERT INTO outbox (consumer_id, idempotency_key, event_id, action, payload)
+     SELECT $1, 'whale_alert:' || id, id, 'whale_alert', jsonb_build_object('eventId', id, 'notional', '50000')
+       FROM unnest($2::text[]) AS id`,
+    [consumerId, eventIds],
+  );
+  return eventIds.map((id) => `whale_alert:${id}`);
+}
+
+async function statusOf(consumerId: string): Promise<Record<string, string>> {
+  const { rows } = await db.pool.query<{ idempotency_key: string; status: string }>(
+    'SELECT idempotency_key, status FROM outbox WHERE consumer_id = $1',
+    [consumerId],
+  );
+  return Object.fromEntries(rows.map((r) => [r.idempotency_key, r.status]));
+}
+
+describe('outbox dispatcher', () => {
+  it("is woken by the commit's NOTIFY: an alert is POSTed long before the next poll", async () => {
+    const consumerId = `notify-${randomUUID()}`;
+    const webhook = await receiver();
+    // A poll a minute apart: only the notification can bring the alert out in time.
+    const listening = dispatcher(webhook.url, { listen: true, idleMs: 60_000 });
+    open.dispatchers.push(listening);
+    listening.start();
+    // The dispatcher's first round finds nothing, then it sleeps on the notification.
+    await new Promise((resolveSoon) => setImmediate(resolveSoon));
+    const [key] = await commitAlerts(consumerId, 1);
+    await waitFor(() => Promise.resolve(webhook.alerts.length === 1), {
+      description: 'the alert, woken by NOTIFY',
+      timeoutMs: 10_000,
+    });
+    expect(webhook.alerts[0]).toMatchObject({ id: key, alert: { idempotencyKey: key, action: 'whale_alert' } });
+    expect(webhook.deliveries).toEqual([{ id: key, key, status: 204 }]);
+    await waitFor(async () => (await statusOf(consumerId))[key!] === 'done', {
+      description: 'the row completed',
+      timeoutMs: 10_000,
+    });
+  });
+
+  it('two dispatchers with short leases deliver every alert and never POST one key at the same time', async () => {
+    const consumerId = `pair-${randomUUID()}`;
+    // 0-90 ms per call (pseudo-random, fixed per key and attempt), against a 100 ms timeout and so a 300 ms
+    // lease: a dispatcher's queue outlives some claims, which must then be given back, not sent late.
+    const webhook = await receiver((id, nth) => ({ delayMs: (hash(`${id}:${nth}`) % 10) * 10 }));
+    const keys = await commitAlerts(consumerId, 240);
+    const pair = [0, 1].map(() => dispatcher(webhook.url, { concurrency: 4, webhookTimeoutMs: 100, idleMs: 20 }));
+    open.dispatchers.push(...pair);
+    for (const d of pair) d.start();
+    await waitFor(async () => Object.values(await statusOf(consumerId)).every((status) => status === 'done'), {
+      description: 'every alert done',
+      timeoutMs: 60_000,
+    });
+    expect(webhook.overlaps).toEqual([]);
+    expect(new Set(webhook.alerts.map((a) => a.id))).toEqual(new Set(keys));
+    // Every delivery of a key carries it as webhook-id and Idempotency-Key alike.
+    expect(webhook.deliveries.every((d) => d.id === d.key)).toBe(true);
+  });
+
+  it('retries a failing or hanging receiver with the same key, parks dead rows with their error, and sends one again on retry', async () => {
+    const consumerId = `faults-${randomUUID()}`;
+    const [flaky, hangs, refuses] = await commitAlerts(consumerId, 3);
+    let refusing = true;
+    const webhook = await receiver((id, nth) => {
+      if (id === flaky) return nth <= 2 ? { status: 500 } : {};
+      if (id === hangs) return 'hang';
+      return refusing ? { status: 400 } : {};
+    });
+    const dispatch = dispatcher(webhook.url, { maxAttempts: 3, webhookTimeoutMs: 200 });
+    const dueNow = () =>
+      db.pool.query(`UPDATE outbox SET available_at = now() WHERE consumer_id = $1 AND status = 'pending'`, [
+        consumerId,
+      ]);
+
+    await dispatch.drain();
+    expect(await statusOf(consumerId)).toEqual({ [flaky!]: 'pending', [hangs!]: 'pending', [refuses!]: 'dead' });
+    // The backoff is in the database: nothing is due until it passes (moved here instead of waited for).
+    await dispatch.drain();
+    expect(webhook.deliveries).toHaveLength(3);
+    for (let attempt = 2; attempt <= 3; attempt++) {
+      await dueNow();
+      await dispatch.drain();
+    }
+    expect(await statusOf(consumerId)).toEqual({ [flaky!]: 'done', [hangs!]: 'dead', [refuses!]: 'dead' });
+    expect(webhook.deliveries.filter((d) => d.id === flaky).map((d) => d.status)).toEqual([500, 500, 204]);
+    // The hanging receiver's calls were given up at the timeout, one after another.
+    expect(webhook.deliveries.filter((d) => d.id === hangs).map((d) => d.status)).toEqual([0, 0, 0]);
+
+    const dead = await listOutbox(db.pool, { consumerId, state: 'dead', limit: 10 });
+    expect(dead.map((row) => [row.idempotencyKey, row.attempts, row.lastError])).toEqual([
+      [refuses, 1, expect.stringMatching(/answered HTTP 400$/) as unknown],
+      [hangs, 3, expect.stringMatching(/no answer within 200 ms$/) as unknown],
+    ]);
+    for (const row of dead) expect(row.lastError).not.toMatch(/s3cr3t/);
+
+    // The receiver is fixed; the operator sends the refused alert again: same key, attempts from zero, audited.
+    refusing = false;
+    const retried = await retryOutbox(
+      db.pool,
+      { ids: [dead[0]!.id] },
+      { actor: 'ops@example', reason: 'receiver fixed' },
+    );
+    expect(retried).toEqual([dead[0]!.id]);
+    await dispatch.drain();
+    expect((await statusOf(consumerId))[refuses!]).toBe('done');
+    expect(webhook.deliveries.filter((d) => d.id === refuses).map((d) => [d.key, d.status])).toEqual([
+      [refuses, 400],
+      [refuses, 204],
+    ]);
+    const audit = await db.pool.query<{ kind: string; decision: string; actor: string; details: unknown }>(
+      'SELECT kind, decision, actor, details FROM decisions WHERE consumer_id = $1',
+      [consumerId],
+    );
+    expect(audit.rows).toEqual([
+      {
+        kind: 'alert',
+        decision: 'retry',
+        actor: 'ops@example',
+        details: { alerts: [{ id: dead[0]!.id, key: refuses, from: 'dead' }] },
+      },
+    ]);
+  });
+});
+
+/** A small stable hash (FNV-1a) for the receiver's pseudo-random delays. */
+function hash(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
+  return h;
+}

@@ -309,7 +309,8 @@ export function redact(config: WorkerConfig): Record<string, unknown> {
     stream: { ...config.stream, url: maskUrlPassword(config.stream.url), apiKey: '[REDACTED]' },
     whaleAlert: {
       ...config.whaleAlert,
-      webhookUrl: config.whaleAlert.webhookUrl === null ? null : maskUrlPassword(config.whaleAlert.webhookUrl),
+      // A webhook's path and query are often its secret: the origin is enough to tell which receiver.
+      webhookUrl: config.whaleAlert.webhookUrl === null ? null : `${new URL(config.whaleAlert.webhookUrl).origin}/…`,
       signingSecrets: config.whaleAlert.signingSecrets.map(() => '[REDACTED]'),
     },
   };

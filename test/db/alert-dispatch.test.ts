@@ -4,12 +4,10 @@
 // hangs past the timeout or refuses the call gets retries with the same key, then a dead row with its error
 // (never the URL's secret), and an operator's retry sends it again under the same webhook-id.
 import { randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OutboxDispatcher, type OutboxDispatcherOptions } from '../../activities/outbox.js';
 import { listOutbox, retryOutbox } from '../../db/index.js';
-import { alertReceiver, type WhaleAlert } from '../../docs/examples/alert-receiver.js';
+import { startAlertReceiver, type AlertReceiver, type Answer } from '../support/alert-receiver.js';
 import { useTestDatabase } from '../support/db.js';
 import { waitFor } from '../support/temporal.js';
 
@@ -24,73 +22,14 @@ const silent = {
   error: () => undefined,
 };
 
-interface Delivery {
-  id: string;
-  key: string | undefined;
-  status: number;
-}
-
-/**
- * A receiver: `answer` decides per delivery (a status after an optional delay, or 'hang'); otherwise the
- * documented example verifies the signature and dedupes. Every delivery, and every overlap of two deliveries of
- * one key, is recorded.
- */
-async function startReceiver(
-  answer: (id: string, nth: number) => { delayMs?: number; status?: number } | 'hang' = () => ({}),
-) {
-  const deliveries: Delivery[] = [];
-  const alerts: { alert: WhaleAlert; id: string }[] = [];
-  const overlaps: string[] = [];
-  const inFlight = new Set<string>();
-  const hanging: ServerResponse[] = [];
-  const verify = alertReceiver(SECRET, (alert, id) => alerts.push({ alert, id }));
-  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const id = String(req.headers['webhook-id']);
-    // In flight until its connection closes: answered, or given up by the dispatcher at its timeout.
-    if (inFlight.has(id)) overlaps.push(id);
-    inFlight.add(id);
-    res.on('close', () => {
-      inFlight.delete(id);
-      const key = req.headers['idempotency-key'] as string | undefined;
-      deliveries.push({ id, key, status: res.writableFinished ? res.statusCode : 0 });
-    });
-    const decision = answer(id, deliveries.filter((d) => d.id === id).length + 1);
-    if (decision === 'hang') {
-      hanging.push(res);
-      req.resume();
-      return;
-    }
-    setTimeout(() => {
-      if (res.destroyed) return;
-      if (decision.status === undefined) verify(req, res);
-      else req.resume().on('end', () => res.writeHead(decision.status!).end());
-    }, decision.delayMs ?? 0);
-  });
-  await new Promise<void>((resolveListen) => server.listen(0, '127.0.0.1', resolveListen));
-  const port = (server.address() as AddressInfo).port;
-  return {
-    // A path and query that carry a secret, as webhook URLs often do: it must never reach an error or a log.
-    url: `http://127.0.0.1:${port}/hooks/s3cr3t-path?token=s3cr3t-query`,
-    deliveries,
-    alerts,
-    overlaps,
-    close: async () => {
-      for (const res of hanging) res.destroy();
-      server.closeAllConnections();
-      await new Promise<void>((resolveClose) => server.close(() => resolveClose()));
-    },
-  };
-}
-
-type Receiver = Awaited<ReturnType<typeof startReceiver>>;
-const open: { receivers: Receiver[]; dispatchers: OutboxDispatcher[] } = { receivers: [], dispatchers: [] };
+const open: { receivers: AlertReceiver[]; dispatchers: OutboxDispatcher[] } = { receivers: [], dispatchers: [] };
 afterEach(async () => {
   await Promise.all(open.dispatchers.splice(0).map((d) => d.stop()));
   await Promise.all(open.receivers.splice(0).map((r) => r.close()));
 });
 
-async function receiver(...args: Parameters<typeof startReceiver>): Promise<Receiver> {
-  const started = await startReceiver(...args);
+async function receiver(answer?: Answer): Promise<AlertReceiver> {
+  const started = await startAlertReceiver(SECRET, answer);
   open.receivers.push(started);
   return started;
 }

@@ -5,6 +5,7 @@ import { ConfigError, loadConfig, redact } from '../../worker/config.js';
 
 const KEY = 'wh-live-8f3b2c1d9e';
 const SECRET = `whsec_${Buffer.alloc(32, 0x5a).toString('base64')}`;
+const HOOK = 'https://hooks.example/services/T0K3N?token=T0K3N';
 const PREVIOUS_SECRET = `whsec_${Buffer.alloc(24, 0x33).toString('base64')}`;
 const valid = {
   DATABASE_URL: 'postgres://app:s3cret@db:5432/whalehunt',
@@ -112,7 +113,9 @@ describe('loadConfig', () => {
     });
     // 0: no age bound.
     expect(loadConfig({ ...valid, WHALE_ALERT_MAX_AGE: '0' }).stream.actions.whaleAlertMaxAgeMs).toBeNull();
-    const shown = JSON.stringify(redact(config));
+    const shown = JSON.stringify(redact({ ...config, whaleAlert: { ...config.whaleAlert, webhookUrl: HOOK } }));
+    expect(shown).toContain('"webhookUrl":"https://hooks.example/…"');
+    expect(shown).not.toContain('T0K3N');
     expect(shown).not.toContain(SECRET.slice(6));
     expect(shown).not.toContain(PREVIOUS_SECRET.slice(6));
   });

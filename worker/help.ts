@@ -16,8 +16,15 @@ Configuration is read from the environment once, at start-up:
   MAX_FRAME_BYTES, STAGING_MAX_EVENTS, STAGING_MAX_BYTES, STAGING_MAX_AGE_MS
                              frame and staging bounds
   QUARANTINE_TERMINAL_REASONS  comma-separated quarantine reasons released without a decision
-  WHALE_ALERT_MIN_NOTIONAL   notional at or above which a trade writes a whale alert to the outbox
-  WHALE_ALERT_WEBHOOK_URL    where the outbox dispatcher POSTs whale alerts (unset: no dispatcher)
+  WHALE_ALERT_MIN_NOTIONAL   notional (USD) at or above which a live trade raises a whale alert (unset: none)
+  WHALE_ALERT_WEBHOOK_URL    where the outbox dispatcher POSTs whale alerts (unset: no dispatcher); only its
+                             origin is ever logged
+  WHALE_ALERT_SIGNING_SECRET Standard Webhooks secret, whsec_ + base64 of 24-64 bytes (required with the URL;
+                             never logged); WHALE_ALERT_SIGNING_SECRET_PREVIOUS also signs during a rotation
+  WHALE_ALERT_MAX_AGE        a live event observed longer ago raises none (default 5m; 0: no bound)
+  WHALE_ALERT_ON_REPLAY      true: replayed and backfilled whales alert too (default false)
+  WHALE_ALERT_CONCURRENCY    POSTs in flight per worker (default 8)
+  WHALE_ALERT_TIMEOUT        how long one POST may take (default 10s; a claim's lease is three of them)
   PAGE_STREAM, PAGE_LIMIT, PAGE_CHUNK_SIZE
                              paginated history source: stream, events per page, events per transaction
   LOG_LEVEL                  TRACE, DEBUG, INFO (default), WARN or ERROR

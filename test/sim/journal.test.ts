@@ -166,6 +166,21 @@ describe('Journal', () => {
     expect(journal.appendGenerated().position).toBe(116);
   });
 
+  it('appends live transitions observed now, as a live source does, the generated ones staying on their clock', () => {
+    const journal = Journal.generate({ seed: 5, transitions: 3 });
+    const now = Date.parse('2026-12-01T12:00:00.000Z');
+    const live = journal.appendLive(now);
+    expect(live.position).toBe(4);
+    for (const event of live.events) {
+      const age = now - Date.parse(event.observedAt);
+      expect(age).toBeGreaterThanOrEqual(0);
+      expect(age).toBeLessThan(1_000);
+    }
+    expect(journal.transitionAt(4)).toEqual(live);
+    // The next generated transition continues the journal's synthetic clock, months earlier.
+    expect(Date.parse(journal.appendGenerated().events[0]!.observedAt)).toBeLessThan(now - 86_400_000);
+  });
+
   it('keeps no generated transition in memory: it serves what it published, regenerated, within a few runs', () => {
     // Short runs and a small cache, so that a few thousand transitions go through regeneration and eviction.
     const [RUN_LENGTH, CACHED_RUNS] = [64, 2];

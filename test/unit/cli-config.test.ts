@@ -76,8 +76,9 @@ describe('worker test crash points', () => {
 });
 
 describe('worker process configuration', () => {
-  it('exits 2 naming every bad variable, and never prints the API key', async () => {
+  it('exits 2 naming every bad variable, and never prints the API key or the signing secret', async () => {
     const apiKey = 'wh-secret-never-printed-1234';
+    const shortSecret = 'whsec_c2hvcnQtc2VjcmV0';
     const result = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolveRun) => {
       execFile(
         process.execPath,
@@ -90,6 +91,10 @@ describe('worker process configuration', () => {
             WHALEHUNT_API_KEY: apiKey,
             WHALEHUNT_URL: 'http://not-a-websocket',
             LEASE_MS: '-5',
+            WHALE_ALERT_WEBHOOK_URL: 'https://hooks.example/alerts',
+            WHALE_ALERT_SIGNING_SECRET: shortSecret,
+            WHALE_ALERT_MAX_AGE: '-1m',
+            WHALE_ALERT_CONCURRENCY: '0',
           },
           timeout: 30_000,
         },
@@ -102,6 +107,10 @@ describe('worker process configuration', () => {
     expect(result.stderr).toContain('DATABASE_URL: is required');
     expect(result.stderr).toContain('WHALEHUNT_URL: must be a ws:// or wss:// URL');
     expect(result.stderr).toContain('LEASE_MS: must be a positive integer');
+    expect(result.stderr).toContain('WHALE_ALERT_SIGNING_SECRET: must be whsec_ followed by the base64 of 24 to 64');
+    expect(result.stderr).toContain('WHALE_ALERT_MAX_AGE: must be a duration');
+    expect(result.stderr).toContain('WHALE_ALERT_CONCURRENCY: must be a positive integer');
     expect(result.stdout + result.stderr).not.toContain(apiKey);
+    expect(result.stdout + result.stderr).not.toContain('c2hvcnQtc2VjcmV0');
   });
 });

@@ -15,6 +15,7 @@ import {
   recordGapDecision,
   resolveQuarantine,
   StorageFailure,
+  summarizeOutbox,
   UnknownConsumer,
   type DecisionInput,
 } from '../db/index.js';
@@ -277,7 +278,8 @@ export function createActivities(deps: ActivityDeps) {
       const outcome = await guarded(() =>
         runConsumeStream(streamDeps, input, {
           heartbeat: (details) => ctx.heartbeat(details),
-          report: workflowProgressReporter(log),
+          // The alert figures ride on the progress signal: one outbox summary per signal sent (at most every 20 s).
+          report: workflowProgressReporter(log, () => summarizeOutbox(pool, input.consumerId)),
           signal: ctx.cancellationSignal,
         }),
       );

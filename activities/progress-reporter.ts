@@ -1,9 +1,10 @@
 // Passes the streaming run's progress readings on to its workflow as a `progress` signal, so Current Details
 // stays live between leases. Throttled to one signal per `everyMs` (each adds a few events to the workflow's
 // history) and one in flight at a time; a signal that fails is logged and the run goes on (the next reading
-// tries again): the display must never stop the stream.
+// tries again): the display must never stop the stream. Each signal also carries the consumer's alert figures,
+// read once per signal sent (never per event or frame); a failed read sends the reading without them.
 import { Context } from '@temporalio/activity';
-import type { ProgressReading } from '../protocol/progress.js';
+import type { AlertFigures, ProgressReading, ProgressReport } from '../protocol/progress.js';
 import type { ConsumeStreamLog } from './consume-stream.js';
 import { PROGRESS_SIGNAL_NAME } from './types.js';
 
@@ -33,15 +34,47 @@ export function throttledReporter(
   };
 }
 
-/** The reporter of the current activity: signals the workflow run that scheduled it. */
-export function workflowProgressReporter(log: ConsumeStreamLog): (reading: ProgressReading) => void {
+/**
+ * A reading with the alert figures `readAlerts` gives, read now; without them when there is no reader or the read
+ * fails (logged): the position is worth sending all the same.
+ */
+export async function withAlerts(
+  reading: ProgressReading,
+  readAlerts: (() => Promise<AlertFigures>) | undefined,
+  onError: (error: unknown) => void,
+): Promise<ProgressReport> {
+  if (!readAlerts) return reading;
+  try {
+    const { pending, dead, oldestPendingSeconds } = await readAlerts();
+    return { ...reading, alerts: { pending, dead, oldestPendingSeconds } };
+  } catch (error) {
+    onError(error);
+    return reading;
+  }
+}
+
+/**
+ * The reporter of the current activity: signals the workflow run that scheduled it, with the alert figures
+ * `readAlerts` reads (the consumer's outbox summary) when given.
+ */
+export function workflowProgressReporter(
+  log: ConsumeStreamLog,
+  readAlerts?: () => Promise<AlertFigures>,
+): (reading: ProgressReading) => void {
   const ctx = Context.current();
   const execution = ctx.info.workflowExecution;
   if (!execution) return () => undefined; // not scheduled by a workflow: nobody to tell
   const { workflowId, runId } = execution;
+  const alertsUnreadable = (error: unknown): void =>
+    log.warn('could not read the alert figures for the progress report', {
+      workflowId,
+      error: error instanceof Error ? error.message : String(error),
+    });
   return throttledReporter(
-    (reading) =>
-      ctx.client.workflow.getHandle(workflowId, runId).signal<[ProgressReading]>(PROGRESS_SIGNAL_NAME, reading),
+    async (reading) => {
+      const report = await withAlerts(reading, readAlerts, alertsUnreadable);
+      await ctx.client.workflow.getHandle(workflowId, runId).signal<[ProgressReport]>(PROGRESS_SIGNAL_NAME, report);
+    },
     (error) =>
       log.warn('could not report progress to the workflow', {
         workflowId,

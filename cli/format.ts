@@ -1,6 +1,6 @@
 // Text renderings for operators. JSON output (--json) is the data itself; these are for eyes. Counts and progress
 // use protocol/progress.ts's formats, as the main job's progress line and the workflow's Current Details do.
-import { formatCount, formatProgress } from '../protocol/progress.js';
+import { formatAlerts, formatCount, formatProgress } from '../protocol/progress.js';
 import { consumerProgress, totalCounters, type ConsumerReport } from './consumers.js';
 
 const dash = '-';
@@ -43,7 +43,10 @@ export function formatStatus(report: ConsumerReport, nowMs: number): string {
       `${formatCount(db.executions)}   markets ${formatCount(db.markets)}   volume ${groupDecimal(db.totalVolume)} USD`,
     ]);
     rows.push(['quarantine', `${formatCount(db.heldQuarantine)} held`]);
-    rows.push(['outbox', `${formatCount(db.pendingOutbox)} pending`]);
+    rows.push([
+      'alerts',
+      `${formatAlerts(db.alerts)}${db.alerts.dead > 0 ? ` (see: ${alertsListCommand(report.consumerId)})` : ''}`,
+    ]);
     if (db.state.pendingStart) rows.push(['pending start', db.state.pendingStart]);
     if (db.state.abandoned) rows.push(['abandoned', 'yes']);
     const d = db.lastDecision;
@@ -87,4 +90,9 @@ export function formatStatus(report: ConsumerReport, nowMs: number): string {
   return [`consumer ${report.consumerId}`, ...rows.map(([label, value]) => `  ${label.padEnd(width)}  ${value}`)].join(
     '\n',
   );
+}
+
+/** Where `status` points when alerts failed for good. Consumer ids are shell-safe (args.ts ID_PATTERN). */
+export function alertsListCommand(consumerId: string): string {
+  return `whalehunt-consumer alerts list --consumer ${consumerId} --state dead`;
 }

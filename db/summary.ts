@@ -2,6 +2,7 @@
 import type pg from 'pg';
 import { formatDecimal, parseDecimal } from '../protocol/decimal.js';
 import type { CommittedState } from '../protocol/types.js';
+import { summarizeOutbox, type OutboxSummary } from './outbox.js';
 import { loadCommitted } from './state.js';
 import { toStorageFailure } from './transaction.js';
 
@@ -21,7 +22,10 @@ export interface ConsumerSummary {
   /** Sum of every market's volume, a decimal string ("0" when none). */
   totalVolume: string;
   heldQuarantine: number;
+  /** The whale alerts waiting to be sent (pending or being sent): `alerts.pending`, kept for readers of the JSON. */
   pendingOutbox: number;
+  /** The consumer's whale alerts: waiting, failed for good (dead), and the age of the oldest waiting one. */
+  alerts: OutboxSummary;
   lastDecision?: DecisionSummary;
 }
 
@@ -35,13 +39,11 @@ export async function consumerSummary(pool: pg.Pool, consumerId: string): Promis
       markets: string;
       total_volume: string;
       held: string;
-      pending_outbox: string;
     }>(
       `SELECT (SELECT count(*) FROM executions WHERE consumer_id = $1) AS executions,
               (SELECT count(*) FROM market_volumes WHERE consumer_id = $1 AND execution_count > 0) AS markets,
               (SELECT coalesce(sum(volume), 0)::text FROM market_volumes WHERE consumer_id = $1) AS total_volume,
-              (SELECT count(*) FROM quarantine WHERE consumer_id = $1 AND disposition = 'held') AS held,
-              (SELECT count(*) FROM outbox WHERE consumer_id = $1 AND status IN ('pending', 'claimed')) AS pending_outbox`,
+              (SELECT count(*) FROM quarantine WHERE consumer_id = $1 AND disposition = 'held') AS held`,
       [consumerId],
     );
     const last = await pool.query<{
@@ -56,6 +58,8 @@ export async function consumerSummary(pool: pg.Pool, consumerId: string): Promis
         WHERE consumer_id = $1 ORDER BY id DESC LIMIT 1`,
       [consumerId],
     );
+    // The same figures the streaming run reports to Current Details: one definition of pending, dead and oldest.
+    const alerts = await summarizeOutbox(pool, consumerId);
     const counts = res.rows[0]!;
     const decision = last.rows[0];
     return {
@@ -65,7 +69,8 @@ export async function consumerSummary(pool: pg.Pool, consumerId: string): Promis
       // numeric::text keeps its scale's trailing zeros ("12.500"): print equal amounts equally.
       totalVolume: formatDecimal(parseDecimal(counts.total_volume)),
       heldQuarantine: Number(counts.held),
-      pendingOutbox: Number(counts.pending_outbox),
+      pendingOutbox: alerts.pending,
+      alerts,
       ...(decision && {
         lastDecision: {
           kind: decision.kind,

@@ -153,3 +153,51 @@ export function formatProgress(reading: ProgressReading | null, rate: number | n
   const f = progressFigures(reading, rate);
   return `position ${f.position}  head ${f.head}  lag ${f.lag}  ${f.rate}  ${f.asOf}`;
 }
+
+// ---- whale alerts, as `status` and Current Details show them ------------------------------------------------
+
+/** A consumer's whale alerts (db summarizeOutbox): waiting to be sent, failed for good, and the oldest wait. */
+export interface AlertFigures {
+  pending: number;
+  dead: number;
+  /** Age of the oldest alert waiting to be sent, in seconds; null when none waits. */
+  oldestPendingSeconds: number | null;
+}
+
+/**
+ * What the progress signal carries: a reading, and the consumer's alert figures when the streaming run could read
+ * them (absent in signals of older workers, and when the read failed).
+ */
+export interface ProgressReport extends ProgressReading {
+  alerts?: AlertFigures;
+}
+
+/** Alert figures as a signal may carry them: anything else is ignored, never allowed to fail the workflow. */
+export function isAlertFigures(value: unknown): value is AlertFigures {
+  if (typeof value !== 'object' || value === null) return false;
+  const { pending, dead, oldestPendingSeconds } = value as Record<string, unknown>;
+  const count = (v: unknown): boolean => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+  return (
+    count(pending) &&
+    count(dead) &&
+    (oldestPendingSeconds === null ||
+      (typeof oldestPendingSeconds === 'number' && Number.isFinite(oldestPendingSeconds)))
+  );
+}
+
+/** A duration in whole seconds, two units at most: "45s", "2m 05s", "3h 12m", "2d 04h"; "-" when unknown. */
+export function formatAge(seconds: number | null | undefined): string {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return '-';
+  const s = Math.max(0, Math.floor(seconds));
+  const pad = (n: number): string => String(n).padStart(2, '0');
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${pad(s % 60)}s`;
+  if (s < 86_400) return `${Math.floor(s / 3600)}h ${pad(Math.floor((s % 3600) / 60))}m`;
+  return `${Math.floor(s / 86_400)}d ${pad(Math.floor((s % 86_400) / 3600))}h`;
+}
+
+/** "3 pending (oldest 2m 05s), 1 dead": the same words in `status` and Current Details. */
+export function formatAlerts(alerts: AlertFigures): string {
+  const oldest = alerts.pending > 0 ? ` (oldest ${formatAge(alerts.oldestPendingSeconds)})` : '';
+  return `${formatCount(alerts.pending)} pending${oldest}, ${formatCount(alerts.dead)} dead`;
+}

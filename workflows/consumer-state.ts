@@ -6,13 +6,17 @@ import type { ConsumeOutcome, CheckpointSummary, StartDirective, StreamCounters 
 import { emptyCounters } from '../activities/types.js';
 import type { StreamFilter } from '../protocol/codec.js';
 import {
+  formatAlerts,
   formatCount,
   formatTime,
+  isAlertFigures,
   latestReading,
   progressFigures,
   progressReading,
   RateWindow,
+  type AlertFigures,
   type ProgressReading,
+  type ProgressReport,
 } from '../protocol/progress.js';
 import { movedForward } from './run-failure.js';
 import {
@@ -56,6 +60,8 @@ export class ConsumerState {
   readonly rate: RateWindow;
   /** When the counters were last adopted (a lease's end), for the label Current Details gives them. */
   countersAt: string | null;
+  /** The consumer's whale alerts as the streaming run last reported them (a progress signal), and when. */
+  alerts: (AlertFigures & { at: string }) | null;
 
   constructor(input: ConsumerWorkflowInput) {
     const carried = input.carried;
@@ -79,12 +85,25 @@ export class ConsumerState {
     this.progress = carried?.progress ?? null;
     this.rate = new RateWindow(undefined, carried?.progressSamples ?? []);
     this.countersAt = carried?.countersAt ?? null;
+    this.alerts = carried?.alerts ?? null;
   }
 
-  /** A reading from the streaming run (or a lease's end); an older one than the one held is ignored. */
-  noteReading(reading: ProgressReading): void {
+  /**
+   * A reading from the streaming run (or a lease's end); an older one than the one held is ignored. The alert
+   * figures a progress signal carries are kept apart: a lease's end reports none, and must not hide them.
+   */
+  noteReading(report: ProgressReport): void {
+    const { alerts, ...reading } = report;
     this.progress = latestReading(this.progress, reading);
     this.rate.addReading(reading);
+    if (isAlertFigures(alerts) && (this.alerts === null || Date.parse(reading.at) > Date.parse(this.alerts.at))) {
+      this.alerts = {
+        pending: alerts.pending,
+        dead: alerts.dead,
+        oldestPendingSeconds: alerts.oldestPendingSeconds,
+        at: reading.at,
+      };
+    }
   }
 
   /** Positions per second over the last minute; 0 outside the running phases, where nothing is consumed. */
@@ -236,6 +255,7 @@ export class ConsumerState {
       progress: this.progress,
       progressSamples: this.rate.samples(),
       countersAt: this.countersAt,
+      alerts: this.alerts,
     };
   }
 
@@ -275,6 +295,7 @@ export class ConsumerState {
       `| rate | ${f.rate} over the last minute (as of ${formatTime(new Date(nowMs).toISOString())}) |`,
       `| last commit | ${c.lastCommitAt === null ? 'none yet' : formatTime(c.lastCommitAt)}; generation ${this.committed?.generation ?? 'none'}${rebind}, next start ${this.start.mode} |`,
       `| totals | ${formatCount(this.runs)} runs, ${formatCount(c.eventsApplied)} events, ${formatCount(c.duplicates)} duplicates (${this.countersAt === null ? 'no lease ended yet' : `as of ${formatTime(this.countersAt)}`}) |`,
+      `| alerts | ${this.alerts === null ? 'not reported yet (the streaming run reports them)' : `${formatAlerts(this.alerts)} (as of ${formatTime(this.alerts.at)})`} |`,
     );
     // The Temporal UI (2.42) sizes the panel about 26 px short of its content: let that be an empty line.
     lines.push('', '&nbsp;');

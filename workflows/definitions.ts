@@ -13,7 +13,7 @@ import type {
   StreamCounters,
 } from '../activities/types.js';
 import { PROGRESS_SIGNAL_NAME } from '../activities/types.js';
-import type { ProgressReading, RateSample } from '../protocol/progress.js';
+import type { AlertFigures, ProgressReading, ProgressReport, RateSample } from '../protocol/progress.js';
 
 export const TASK_QUEUE = 'whalehunt-consumer';
 
@@ -108,6 +108,8 @@ export interface ConsumerCarriedState {
   progressSamples?: RateSample[];
   /** When the counters were last adopted (a lease's end). */
   countersAt?: string | null;
+  /** The consumer's whale alerts as the streaming run last reported them, and when (absent in older runs). */
+  alerts?: (AlertFigures & { at: string }) | null;
 }
 
 /** Why the consumer is waiting, and the exact command that resolves it (shown in Current Details). */
@@ -163,10 +165,10 @@ export const resolveQuarantineUpdate = defineUpdate<ConsumerStatus, [QuarantineR
 export const rebindUpdate = defineUpdate<ConsumerStatus, [RebindRequest]>('rebindUpdate');
 
 /**
- * The streaming run's latest reading, at most every 20 s (activities/progress-reporter.ts): keeps Current
- * Details and the status query live between leases.
+ * The streaming run's latest reading, at most every 20 s (activities/progress-reporter.ts), with its consumer's
+ * alert figures: keeps Current Details and the status query live between leases.
  */
-export const PROGRESS_SIGNAL = defineSignal<[ProgressReading]>(PROGRESS_SIGNAL_NAME);
+export const PROGRESS_SIGNAL = defineSignal<[ProgressReport]>(PROGRESS_SIGNAL_NAME);
 
 export const rebindRejectedSignal = defineSignal<[RebindRejection]>('rebindRejected');
 

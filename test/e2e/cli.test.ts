@@ -1,7 +1,8 @@
 // The operator CLI as operators run it (`whalehunt-consumer`, i.e. cli/bin.js, as a child process) against the
-// real stack: start, status (text and JSON), a second start refused, pause/resume, a gap stop resolved by
-// resolve-gap, list by phase, rebind and rebind schedules, held quarantine released by resolve-quarantine, and
-// clear failures for an unknown consumer, an invalid or out-of-phase decision and a missing actor.
+// real stack: start, status (text and JSON, with the alert figures), a second start refused, pause/resume, a gap
+// stop resolved by resolve-gap, list by phase, rebind and rebind schedules, held quarantine released by
+// resolve-quarantine, and clear failures for an unknown consumer, an invalid or out-of-phase decision and a
+// missing actor.
 import { describe, expect, it } from 'vitest';
 import type { ConsumerReport } from '../../cli/consumers.js';
 import { consumerWorkflowId } from '../../workflows/definitions.js';
@@ -60,11 +61,21 @@ describe('whalehunt-consumer CLI against the real stack', () => {
         `error (not_paused): consumer "${consumerId}" is not paused (phase streaming): nothing to resume`,
       );
 
+      // Alerts as the commit and a dispatcher leave them (no dispatcher runs here): one waiting, one failed for good.
+      await db.pool.query(
+        `INSERT INTO outbox (consumer_id, idempotency_key, event_id, action, payload, status, attempts, last_error, created_at)
+         VALUES ($1, 'whale_alert:c-waiting', 'c-waiting', 'whale_alert', '{}', 'pending', 0, NULL, now() - interval '125 seconds'),
+                ($1, 'whale_alert:c-dead', 'c-dead', 'whale_alert', '{}', 'dead', 10, 'webhook http://127.0.0.1:9 unreachable', now())`,
+        [consumerId],
+      );
       const text = await run('status', '--consumer', consumerId);
       expect(text, text.stderr).toMatchObject({ code: 0 });
       expect(text.stdout).toMatch(/phase\s+streaming/);
       expect(text.stdout).toMatch(/position\s+4\s/);
       expect(text.stdout).toMatch(/executions\s+4\s+markets 1\s+volume 4 USD/);
+      expect(text.stdout).toMatch(
+        /alerts\s+1 pending \(oldest 2m \d\ds\), 1 dead \(see: whalehunt-consumer alerts list --consumer cli-1 --state dead\)/,
+      );
       const json = await run('status', '--consumer', consumerId, '--json');
       const report = JSON.parse(json.stdout) as ConsumerReport;
       expect(report.status?.phase).toBe('streaming');
@@ -72,8 +83,11 @@ describe('whalehunt-consumer CLI against the real stack', () => {
         executions: 4,
         totalVolume: '4',
         heldQuarantine: 0,
+        pendingOutbox: 1,
+        alerts: { pending: 1, dead: 1 },
         state: { position: 4, generation: 1 },
       });
+      expect(report.database?.alerts.oldestPendingSeconds).toBeGreaterThanOrEqual(125);
 
       // Paused at a checkpoint boundary, the consumer misses transitions that fall below the retention floor.
       expect(

@@ -1,6 +1,7 @@
 // What an operator sees is true (issue 9 §3): while a lease streams, the workflow's Current Details (the Temporal
 // UI) refreshes within 30 s with the live position, not only when the lease ends; lag is head − committed position
-// in Current Details and in `status`; paused, both show the same reading with its time, and a rate of 0.
+// in Current Details and in `status`; paused, both show the same reading with its time, and a rate of 0. The
+// consumer's whale alerts (pending, dead, the oldest pending one's age) ride on the same progress report.
 import { describe, expect, it } from 'vitest';
 import type { ActivityDeps } from '../../activities/index.js';
 import type { ConsumerReport } from '../../cli/consumers.js';
@@ -135,6 +136,56 @@ describe('consumer progress as the Temporal UI and `status` show it', () => {
         expect(text.stdout).toContain("(the workflow's last reading");
         const report = JSON.parse((await run('status', '--consumer', consumerId, '--json')).stdout) as ConsumerReport;
         expect(report.status?.progress).toMatchObject({ position: total, head: total });
+      },
+    );
+  });
+
+  it("shows the consumer's alert figures in Current Details while it streams, as `status` does", async () => {
+    const consumerId = 'progress-alerts';
+    // 0.5 × 2 = 1 USD reaches the threshold: every trade is a whale, alerting on replay too (a from_floor start).
+    const journal = journalOf(Array.from({ length: 6 }, (_, i) => ({ events: [trade(`pa${i}`, 'mA', '0.5', '2')] })));
+    // An alert that failed for good before this run; no dispatcher runs here, so the new ones wait as pending.
+    await db.pool.query(
+      `INSERT INTO outbox (consumer_id, idempotency_key, event_id, action, payload, status, attempts, last_error)
+       VALUES ($1, 'whale_alert:old', 'old', 'whale_alert', '{}', 'dead', 10, 'webhook http://127.0.0.1:9 answered HTTP 500')`,
+      [consumerId],
+    );
+    await withConsumerStack(
+      res,
+      db,
+      { journal, env: { WHALE_ALERT_MIN_NOTIONAL: '1', WHALE_ALERT_ON_REPLAY: 'true' } },
+      async ({ server, taskQueue, startConsumer }) => {
+        const handle = await startConsumer({ consumerId, leaseMs: 600_000 });
+        await within(
+          server.waitForAck((a) => a.consumerId === consumerId && a.position === 6),
+          60_000,
+          'the ACK of the last position',
+        );
+        // The run reports at most every 20 s; the report after the last commit carries all six.
+        const row = await waitFor(
+          async () => {
+            const found = /\| alerts \| (6 pending \(oldest \S+\), 1 dead) \(as of \S+ UTC\) \|/.exec(
+              await currentDetails(handle),
+            );
+            return found?.[1] ?? false;
+          },
+          { description: 'Current Details with 6 pending and 1 dead alert', timeoutMs: 45_000, intervalMs: 500 },
+        );
+        expect(row).toMatch(/^6 pending \(oldest \d+s\), 1 dead$/);
+        expect((await handle.query(statusQuery)).alerts).toMatchObject({ pending: 6, dead: 1 });
+        const text = await runCli(
+          {
+            TEMPORAL_ADDRESS: temporalTarget().address,
+            TEMPORAL_NAMESPACE: temporalTarget().namespace,
+            TASK_QUEUE: taskQueue,
+            DATABASE_URL: db.url,
+          },
+          'status',
+          '--consumer',
+          consumerId,
+        );
+        expect(text, text.stderr).toMatchObject({ code: 0 });
+        expect(text.stdout).toMatch(/alerts\s+6 pending \(oldest \d+s\), 1 dead/);
       },
     );
   });

@@ -66,6 +66,7 @@ function report(overrides: Partial<ConsumerReport> = {}): ConsumerReport {
       totalVolume: '1234567.5',
       heldQuarantine: 0,
       pendingOutbox: 2,
+      alerts: { pending: 2, dead: 1, oldestPendingSeconds: 125.4 },
       lastDecision: {
         kind: 'gap',
         decision: 'live_cut',
@@ -122,6 +123,9 @@ describe('status rendering', () => {
     expect(text).toMatch(/executions\s+1,234 {3}markets 3 {3}volume 1,234,567.5 USD/);
     expect(text).toMatch(/counters\s+sessions 2 {3}checkpoints 9 {3}applied 40/);
     expect(text).toMatch(/last decision\s+gap live_cut by ops at 2026-01-01T00:00:30.000Z: accepted/);
+    expect(text).toMatch(
+      /alerts\s+2 pending \(oldest 2m 05s\), 1 dead \(see: whalehunt-consumer alerts list --consumer c1 --state dead\)/,
+    );
     expect(text).toMatch(/resolve with\s+npx tsx cli\/main.ts resolve-gap --consumer c1/);
   });
 

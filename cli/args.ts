@@ -42,6 +42,13 @@ export const LIST_PHASES = [...CONSUMER_PHASES, 'backfilling', 'handing_over'] a
   ConsumerPhase | BackfillPhase
 )[];
 
+/** What `alerts list --state` accepts: `sent` is the outbox status `done`; `pending` includes alerts being sent. */
+export const ALERT_STATES = ['pending', 'dead', 'sent', 'suppressed', 'dropped'] as const;
+export type AlertState = (typeof ALERT_STATES)[number];
+export const DEFAULT_ALERTS_LIMIT = 50;
+/** Which alerts a retry or drop covers: named outbox row ids, or every dead one (of one consumer, or all). */
+export type AlertSelection = { ids: number[] } | { allDead: true; consumerId?: string };
+
 // Ids end up in workflow ids and visibility queries; a conservative alphabet keeps both unambiguous.
 const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 const idSchema = z.string().regex(ID_PATTERN, 'use 1-128 characters: letters, digits, ".", "_", ":", "-"');
@@ -106,6 +113,15 @@ export type CliCommand =
       thenStream: { subscriptionId: string } | null;
     }
   | { command: 'backfill-status'; consumerId: string; json: boolean }
+  | {
+      command: 'alerts';
+      action: 'list';
+      consumerId: string | undefined;
+      state: AlertState | undefined;
+      limit: number;
+      json: boolean;
+    }
+  | ({ command: 'alerts'; action: 'retry' | 'drop'; selection: AlertSelection } & AuditArgs)
   | {
       command: 'run';
       consumerId: string;
@@ -264,6 +280,27 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
       ['--json', 'print one JSON object instead of text'],
     ],
   },
+  alerts: {
+    summary:
+      'whale alerts in the outbox: list them, retry dead or suppressed ones, drop pending or dead ones (database only)',
+    usage:
+      'alerts list [--consumer ID] [--state pending|dead|sent|suppressed|dropped] [--limit N] [--json]\n' +
+      '       alerts retry (--id N [--id N ...] | --all-dead [--consumer ID]) --actor NAME --reason TEXT\n' +
+      '       alerts drop (--id N [--id N ...] | --all-dead [--consumer ID]) --actor NAME --reason TEXT',
+    options: [
+      ['--consumer ID', "list: only this consumer's alerts; with --all-dead: only its dead ones"],
+      ['--state S', 'pending (waiting or being sent) | dead | sent | suppressed | dropped'],
+      ['--limit N', `list at most N alerts, newest first (default ${DEFAULT_ALERTS_LIMIT})`],
+      ['--json', 'list as JSON lines'],
+      [
+        '--id N',
+        'an alert id from `alerts list`; repeat for several. retry: dead or suppressed; drop: pending or dead',
+      ],
+      ['--all-dead', 'every dead alert (of --consumer, else of every consumer)'],
+      ['--actor NAME', 'who decides (recorded in an alert decision; required)'],
+      ['--reason TEXT', 'why (recorded in an alert decision; required)'],
+    ],
+  },
   sim: {
     summary:
       'run the reference stream server alone (its flags: simulator/README.md, e.g. sim --port 8787 --live-rate 2)',
@@ -293,6 +330,7 @@ export function generalHelp(): string {
     '',
     'Every command takes --help. Connection settings come from the environment:',
     '  TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default "default"), TASK_QUEUE, DATABASE_URL (status).',
+    '  backfill-status and alerts read the database only: DATABASE_URL.',
     "  backfill --direct reads the worker's: DATABASE_URL, WHALEHUNT_URL, WHALEHUNT_API_KEY, PAGE_STREAM, PAGE_LIMIT,",
     '  PAGE_CHUNK_SIZE; backfill without it needs Temporal and a worker (which reads them).',
   ].join('\n');
@@ -419,6 +457,8 @@ export function parseCommand(argv: readonly string[]): CliCommand {
     }
     case 'schedule-rebind':
       return parseScheduleRebind(rest);
+    case 'alerts':
+      return parseAlerts(rest);
     case 'backfill': {
       const v = parse(first, rest, {
         consumer: { type: 'string' },
@@ -535,6 +575,70 @@ function parseScheduleRebind(argv: readonly string[]): CliCommand {
         action === undefined
           ? `${name}: missing action (create, list or delete)`
           : `${name}: unknown action "${action}" (create, list or delete)`,
+        name,
+      );
+  }
+}
+
+/** Outbox row ids as `alerts list` shows them. */
+const alertIdSchema = z
+  .string()
+  .regex(/^\d+$/, 'must be an alert id (a positive integer, as `alerts list` shows it)')
+  .transform(Number)
+  .pipe(z.number().min(1, 'must be at least 1').max(Number.MAX_SAFE_INTEGER, 'is too large'));
+
+function parseAlerts(argv: readonly string[]): CliCommand {
+  const name = 'alerts';
+  const [action, ...rest] = argv;
+  switch (action) {
+    case 'list': {
+      const v = parse(name, rest, {
+        consumer: { type: 'string' },
+        state: { type: 'string' },
+        limit: { type: 'string' },
+        json: { type: 'boolean' },
+      });
+      return {
+        command: name,
+        action,
+        consumerId: v.consumer === undefined ? undefined : field(name, 'consumer', idSchema, v.consumer),
+        state: v.state === undefined ? undefined : choice(name, 'state', ALERT_STATES, v.state),
+        limit: optionalInt(name, 'limit', v.limit, 1) ?? DEFAULT_ALERTS_LIMIT,
+        json: v.json === true,
+      };
+    }
+    case 'retry':
+    case 'drop': {
+      const v = parse(name, rest, {
+        id: { type: 'string', multiple: true },
+        'all-dead': { type: 'boolean' },
+        consumer: { type: 'string' },
+        ...AUDIT_FLAGS,
+      });
+      const ids = v.id as string[] | undefined;
+      const allDead = v['all-dead'] === true;
+      if (ids === undefined && !allDead)
+        throw new CliUsageError(`${name} ${action}: which alerts? give --id N (repeatable) or --all-dead`, name);
+      if (ids !== undefined && allDead)
+        throw new CliUsageError(`${name} ${action}: give either --id or --all-dead, not both`, name);
+      if (ids !== undefined && v.consumer !== undefined)
+        throw new CliUsageError(
+          `${name} ${action}: --consumer goes with --all-dead (an --id names one alert of any consumer)`,
+          name,
+        );
+      const selection: AlertSelection = ids
+        ? { ids: [...new Set(ids.map((id) => field(name, 'id', alertIdSchema, id)))] }
+        : {
+            allDead: true,
+            ...(v.consumer === undefined ? {} : { consumerId: field(name, 'consumer', idSchema, v.consumer) }),
+          };
+      return { command: name, action, selection, ...audit(name, v) };
+    }
+    default:
+      throw new CliUsageError(
+        action === undefined
+          ? `${name}: missing action (list, retry or drop)`
+          : `${name}: unknown action "${action}" (list, retry or drop)`,
         name,
       );
   }

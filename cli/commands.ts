@@ -8,6 +8,7 @@ import {
   type ScheduleSummary,
 } from '@temporalio/client';
 import type pg from 'pg';
+import { dropOutbox, listOutbox, retryOutbox, type OutboxState } from '../db/index.js';
 import type { consumerWorkflow, rebindWorkflow } from '../workflows/index.js';
 import {
   consumerIdSearchAttribute,
@@ -25,7 +26,7 @@ import {
   type ConsumerWorkflowInput,
   type RebindWorkflowInput,
 } from '../workflows/definitions.js';
-import type { CliCommand } from './args.js';
+import type { AlertState, CliCommand } from './args.js';
 import { showBackfillWorkflowStatus } from './backfill-workflow.js';
 import {
   consumerReport,
@@ -37,7 +38,7 @@ import {
   type TemporalSession,
 } from './consumers.js';
 import { CliError } from './errors.js';
-import { formatStatus } from './format.js';
+import { alertJson, formatAlertsTable, formatStatus } from './format.js';
 
 export interface CommandIo {
   out(text: string): void;
@@ -343,4 +344,95 @@ export async function scheduleRebind(
       return;
     }
   }
+}
+
+// ---- whale alerts: the outbox, read and changed in the database only (no Temporal) ---------------------------
+
+/** `sent` is stored as `done`; the other states under their own names (`pending` covers `claimed` in listOutbox). */
+const OUTBOX_STATE_OF: Record<AlertState, OutboxState> = {
+  pending: 'pending',
+  dead: 'dead',
+  sent: 'done',
+  suppressed: 'suppressed',
+  dropped: 'dropped',
+};
+
+/** Runs a database step; its failure becomes database_unavailable naming what could not be done. */
+async function inDatabase<T>(what: string, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (cause) {
+    throw new CliError(
+      'database_unavailable',
+      `could not ${what}: ${cause instanceof Error ? cause.message : String(cause)}`,
+      { cause },
+    );
+  }
+}
+
+export async function listAlerts(
+  pool: pg.Pool,
+  cmd: Extract<Of<'alerts'>, { action: 'list' }>,
+  io: CommandIo,
+): Promise<void> {
+  const rows = await inDatabase('list alerts', () =>
+    listOutbox(pool, {
+      ...(cmd.consumerId === undefined ? {} : { consumerId: cmd.consumerId }),
+      ...(cmd.state === undefined ? {} : { state: OUTBOX_STATE_OF[cmd.state] }),
+      limit: cmd.limit,
+    }),
+  );
+  if (cmd.json) {
+    for (const row of rows) io.out(JSON.stringify(alertJson(row)));
+    return;
+  }
+  if (rows.length === 0) {
+    io.out('no alerts match');
+    return;
+  }
+  io.out(formatAlertsTable(rows, Date.now()));
+  if (rows.length === cmd.limit) io.out(`(the newest ${cmd.limit}; there may be more: --limit N)`);
+}
+
+/** The states each operation takes an alert from, as its messages name them. */
+const MOVABLE = { retry: 'dead or suppressed', drop: 'pending or dead' } as const;
+const TAKES = {
+  retry: 'retry takes dead or suppressed alerts',
+  drop: 'drop takes pending or dead alerts, not one being sent',
+} as const;
+
+/**
+ * `alerts retry` (dead or suppressed → pending, attempts from 0, same key) and `alerts drop` (pending or dead →
+ * dropped), each audited as a decision of kind `alert`. Nothing moved is nothing_matched (exit 1).
+ */
+export async function moveAlerts(
+  pool: pg.Pool,
+  cmd: Extract<Of<'alerts'>, { action: 'retry' | 'drop' }>,
+  io: CommandIo,
+): Promise<void> {
+  const decision = { actor: cmd.actor, reason: cmd.reason };
+  const { selection } = cmd;
+  const moved = await inDatabase(`${cmd.action} alerts`, () =>
+    cmd.action === 'retry' ? retryOutbox(pool, selection, decision) : dropOutbox(pool, selection, decision),
+  );
+  const named = 'ids' in selection ? selection.ids : null;
+  if (moved.length === 0) {
+    const what = !named
+      ? `no dead alerts${'consumerId' in selection && selection.consumerId !== undefined ? ` of consumer ${selection.consumerId}` : ''}`
+      : named.length === 1
+        ? `alert ${named[0]} is not ${MOVABLE[cmd.action]}`
+        : `none of alerts ${named.join(', ')} is ${MOVABLE[cmd.action]}`;
+    throw new CliError(
+      'nothing_matched',
+      `alerts ${cmd.action}: nothing matched: ${what}; ${TAKES[cmd.action]} (see: whalehunt-consumer alerts list)`,
+    );
+  }
+  io.out(
+    cmd.action === 'retry'
+      ? `${moved.length} alert(s) pending again (attempts from 0, same idempotency keys): ids ${moved.join(', ')}`
+      : `${moved.length} alert(s) dropped (never sent): ids ${moved.join(', ')}`,
+  );
+  const untouched = named?.filter((id) => !moved.includes(id)) ?? [];
+  if (untouched.length > 0) io.out(`left alone: ids ${untouched.join(', ')} (not ${MOVABLE[cmd.action]})`);
+  io.out(`audited: alert decision ${cmd.action} by ${cmd.actor}: ${cmd.reason}`);
 }

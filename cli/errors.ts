@@ -11,7 +11,8 @@ export type CliErrorCode =
   | 'config_invalid'
   | 'schedule_exists'
   | 'unknown_schedule'
-  | 'backfill_failed';
+  | 'backfill_failed'
+  | 'nothing_matched';
 
 export class CliError extends Error {
   override readonly name = 'CliError';

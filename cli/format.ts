@@ -1,6 +1,8 @@
 // Text renderings for operators. JSON output (--json) is the data itself; these are for eyes. Counts and progress
 // use protocol/progress.ts's formats, as the main job's progress line and the workflow's Current Details do.
-import { formatAlerts, formatCount, formatProgress } from '../protocol/progress.js';
+import type { OutboxRow, OutboxState } from '../db/index.js';
+import { formatAge, formatAlerts, formatCount, formatProgress } from '../protocol/progress.js';
+import type { AlertState } from './args.js';
 import { consumerProgress, totalCounters, type ConsumerReport } from './consumers.js';
 
 const dash = '-';
@@ -95,4 +97,62 @@ export function formatStatus(report: ConsumerReport, nowMs: number): string {
 /** Where `status` points when alerts failed for good. Consumer ids are shell-safe (args.ts ID_PATTERN). */
 export function alertsListCommand(consumerId: string): string {
   return `whalehunt-consumer alerts list --consumer ${consumerId} --state dead`;
+}
+
+/** An alert's state in the words of `alerts list --state`: `sent` for done, `pending` for a row being sent too. */
+export function alertState(status: OutboxState): AlertState {
+  return status === 'done' ? 'sent' : status === 'claimed' ? 'pending' : status;
+}
+
+/** One alert as `alerts list --json` prints it: the row, with its state in the CLI's words beside the stored one. */
+export function alertJson(row: OutboxRow): Record<string, unknown> {
+  return {
+    id: row.id,
+    consumerId: row.consumerId,
+    idempotencyKey: row.idempotencyKey,
+    eventId: row.eventId,
+    action: row.action,
+    state: alertState(row.status),
+    status: row.status,
+    suppressedReason: row.suppressedReason,
+    attempts: row.attempts,
+    lastError: row.lastError,
+    createdAt: row.createdAt,
+    availableAt: row.availableAt,
+    completedAt: row.completedAt,
+    payload: row.payload,
+  };
+}
+
+/** The `alerts list` table: id, consumer, key, state (with why it was suppressed), attempts, age, last error. */
+export function formatAlertsTable(rows: readonly OutboxRow[], nowMs: number): string {
+  const header = ['ID', 'CONSUMER', 'KEY', 'STATE', 'ATTEMPTS', 'AGE', 'LAST ERROR'];
+  const state = (row: OutboxRow): string =>
+    row.status === 'claimed'
+      ? 'pending (being sent)'
+      : row.status === 'suppressed'
+        ? `suppressed (${row.suppressedReason ?? 'no reason'})`
+        : alertState(row.status);
+  const table = [
+    header,
+    ...rows.map((row) => [
+      String(row.id),
+      row.consumerId,
+      row.idempotencyKey,
+      state(row),
+      String(row.attempts),
+      formatAge((nowMs - Date.parse(row.createdAt)) / 1000),
+      // As stored: the dispatcher names the receiver by its origin only, never the webhook URL.
+      row.lastError ?? dash,
+    ]),
+  ];
+  const widths = header.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
+  return table
+    .map((row) =>
+      row
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }

@@ -1,12 +1,15 @@
 // `whalehunt-consumer <command>`: parse, run, exit. Exit codes: 0 done, 1 the command failed (unknown
-// consumer, rejected decision, unreachable service, a backfill stop that needs an operator: the message names
-// it), 2 a usage or configuration error, 130 a backfill interrupted by Ctrl-C (resumable).
+// consumer, rejected decision, unreachable service, a backfill stop that needs an operator, an alerts retry or
+// drop that matched nothing: the message names it), 2 a usage or configuration error, 130 a backfill
+// interrupted by Ctrl-C (resumable).
 import { spawn } from 'node:child_process';
 import { isEntryPoint } from '../worker/entry-point.js';
 import { fileURLToPath } from 'node:url';
 import { CliUsageError, commandHelp, generalHelp, parseCommand, type CliCommand } from './args.js';
 import {
+  listAlerts,
   listConsumers,
+  moveAlerts,
   pauseOrResume,
   rebind,
   resolveBinding,
@@ -81,6 +84,8 @@ async function execute(command: CliCommand, env: NodeJS.ProcessEnv, io: CliIo): 
       return command.direct ? runBackfill(command, env, io) : runBackfillWorkflow(command, env, io);
     case 'backfill-status':
       return showBackfillStatus(command, env, io);
+    case 'alerts':
+      return runAlerts(command, env, io);
     default:
       break;
   }
@@ -127,6 +132,24 @@ async function execute(command: CliCommand, env: NodeJS.ProcessEnv, io: CliIo): 
     return EXIT_OK;
   } finally {
     await session.close();
+  }
+}
+
+/** `alerts` reads and changes the outbox in the database: DATABASE_URL only, like backfill-status. */
+async function runAlerts(
+  command: Extract<CliCommand, { command: 'alerts' }>,
+  env: NodeJS.ProcessEnv,
+  io: CliIo,
+): Promise<number> {
+  const { databaseUrl } = loadCliConfig(env);
+  if (!databaseUrl) throw new CliError('config_invalid', 'alerts reads the database: set DATABASE_URL');
+  const pool = createPool(databaseUrl, { max: 1 });
+  try {
+    if (command.action === 'list') await listAlerts(pool, command, io);
+    else await moveAlerts(pool, command, io);
+    return EXIT_OK;
+  } finally {
+    await pool.end();
   }
 }
 

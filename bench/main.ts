@@ -1,7 +1,8 @@
 // `npm run bench -- <name>|all|summary [--baseline <git-ref> | --no-baseline]`: runs benchmarks by name. Benchmarks
 // measure; tests never do. Each bench measures this checkout ("after") and, interleaved in the same run, the
-// baseline ref ("before", default today's main) checked out into a temporary git worktree; `all` then writes
-// bench/results/summary.md and the chart.
+// baseline ref ("before", default today's main, or the bench's own in BASELINES) checked out into a temporary git
+// worktree; `all` then writes bench/results/summary.md and the chart.
+import { ALERTS_BASELINE_REF, runAlertsBench } from './alerts.js';
 import { runCommitBench } from './commit.js';
 import { runCommitLeanBench } from './commit-lean.js';
 import { runCpuBench } from './cpu.js';
@@ -15,6 +16,7 @@ import { runTakeoverBench } from './takeover.js';
 import { runTemporalBench } from './temporal.js';
 
 const BENCHES: Record<string, (ctx: BenchContext) => Promise<void>> = {
+  alerts: runAlertsBench,
   cpu: runCpuBench,
   stream: runStreamBench,
   commit: runCommitBench,
@@ -25,9 +27,11 @@ const BENCHES: Record<string, (ctx: BenchContext) => Promise<void>> = {
   takeover: runTakeoverBench,
   temporal: runTemporalBench,
 };
+/** A bench's own default baseline, when run alone: alerts compares against the dispatcher before NOTIFY. */
+const BASELINES: Record<string, string> = { alerts: ALERTS_BASELINE_REF };
 /**
- * What `all` runs: takeover is a long kill -9 scenario of its own; temporal and scale need a Temporal CLI
- * (TEMPORAL_CLI), so they join only when one is given.
+ * What `all` runs: takeover is a long kill -9 scenario of its own, and alerts a 5-minute one against a baseline of
+ * its own; temporal and scale need a Temporal CLI (TEMPORAL_CLI), so they join only when one is given.
  */
 const ALL = [
   'cpu',
@@ -50,7 +54,7 @@ if (name === 'summary') {
   );
   process.exitCode = 2;
 } else {
-  const ref = baselineRef(args);
+  const ref = baselineRef(args, names.length === 1 ? BASELINES[names[0]!] : undefined);
   const before = ref ? checkoutBaseline(ref) : null;
   try {
     const ctx: BenchContext = { after: currentTarget(), before, args };

@@ -4,6 +4,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { AlertsPacedRow, AlertsSustainedRow, AlertsTargets } from './alerts.js';
 import type { CpuRow } from './cpu.js';
 import type { MemoryRow } from './memory.js';
 import type { StreamRow } from './stream.js';
@@ -46,6 +47,13 @@ interface JournalResult {
 interface ScaleResult {
   end: MachineState;
   rows: { workers: number; consumers: number; totalEventsPerSecond: number; speedup: number }[];
+}
+interface AlertsResult {
+  end: MachineState;
+  trees: { after: string; before: string | null };
+  targets: AlertsTargets;
+  paced: AlertsPacedRow[];
+  sustained: AlertsSustainedRow[];
 }
 interface CpuResult {
   end: MachineState;
@@ -345,6 +353,53 @@ export function writeSummary(): void {
       ...table(
         ['workers', 'consumers', 'total events/s', 'speed-up vs 1 consumer'],
         scale.rows.map((r) => [r.workers, r.consumers, r.totalEventsPerSecond, r.speedup]),
+      ),
+      '',
+    );
+  }
+  const alerts = read<AlertsResult>('alerts');
+  if (alerts) {
+    const { p99At100, sustainedRatio, exactlyOnce } = alerts.targets;
+    const verdict = (met: boolean | null) => (met === null ? 'not measured' : met ? 'met' : 'not met');
+    lines.push(
+      `## whale alert dispatcher (${alerts.end.at}, load ${alerts.end.loadavg.join(' ')}, after ${alerts.trees.after}, ` +
+        `before ${alerts.trees.before ?? '–'})`,
+      '',
+      ...table(
+        ['target', 'value', 'verdict'],
+        [
+          ['p99 delay at 100 alerts/s (after) ≤ 250 ms', `${p99At100.value ?? '–'} ms`, verdict(p99At100.met)],
+          ['sustained alerts/s after / before ≥ 10×', `${sustainedRatio.value ?? '–'}×`, verdict(sustainedRatio.met)],
+          [
+            'every key delivered exactly once',
+            `${exactlyOnce.missing} missing, ${exactlyOnce.duplicates} duplicates`,
+            verdict(exactlyOnce.met),
+          ],
+        ],
+      ),
+      '',
+      ...table(
+        ['scenario', 'tree', 'delay p50 ms', 'p99 ms', 'max ms', 'alerts/s delivered', 'dispatcher cpu µs/alert'],
+        [
+          ...alerts.paced.map((r) => [
+            `${r.rate}/s`,
+            r.target,
+            r.p50Ms,
+            r.p99Ms,
+            r.maxMs,
+            r.deliveredPerSecond,
+            r.dispatcherCpuUsPerAlert,
+          ]),
+          ...alerts.sustained.map((r) => [
+            `sustained ${r.alerts.toLocaleString('en')}`,
+            r.target,
+            '–',
+            '–',
+            '–',
+            r.alertsPerSecond,
+            r.dispatcherCpuUsPerAlert,
+          ]),
+        ],
       ),
       '',
     );

@@ -139,11 +139,11 @@ export function checkoutBaseline(ref: string): Target & { dispose: () => void } 
   };
 }
 
-/** `--baseline <ref>` (default DEFAULT_BASELINE_REF) or `--no-baseline`, from a bench's arguments. */
-export function baselineRef(args: readonly string[]): string | null {
+/** `--baseline <ref>` (default `fallback`, DEFAULT_BASELINE_REF unless a bench has its own) or `--no-baseline`. */
+export function baselineRef(args: readonly string[], fallback = DEFAULT_BASELINE_REF): string | null {
   if (args.includes('--no-baseline')) return null;
   const at = args.indexOf('--baseline');
-  if (at < 0) return DEFAULT_BASELINE_REF;
+  if (at < 0) return fallback;
   const ref = args[at + 1];
   if (!ref || ref.startsWith('--')) throw new Error('--baseline needs a git ref');
   return ref;

@@ -20,13 +20,7 @@ import {
   type OutboxListener,
 } from '../db/index.js';
 import { noMetrics, type ConsumerMetrics } from './metrics.js';
-import {
-  createWebhookSender,
-  DEFAULT_WEBHOOK_TIMEOUT_MS,
-  WebhookError,
-  type FetchLike,
-  type SendAction,
-} from './webhook.js';
+import { createWebhookSender, DEFAULT_WEBHOOK_TIMEOUT_MS, WebhookError, type SendAction } from './webhook.js';
 
 export interface OutboxDispatcherOptions {
   pool: pg.Pool;
@@ -34,7 +28,6 @@ export interface OutboxDispatcherOptions {
   webhookUrl: string;
   /** Standard Webhooks secrets, current first. */
   signingSecrets: readonly string[];
-  fetch?: FetchLike;
   log: Logger;
   metrics?: Pick<ConsumerMetrics, 'alertSent' | 'alertFailed'>;
   /** POSTs in flight at most (default 8). */
@@ -96,7 +89,6 @@ export class OutboxDispatcher {
     this.send = createWebhookSender({
       url: options.webhookUrl,
       signingSecrets: options.signingSecrets,
-      fetch: options.fetch,
       timeoutMs: this.timeoutMs,
     });
     this.log = options.log;
@@ -118,6 +110,8 @@ export class OutboxDispatcher {
   start(): void {
     if (this.loop) throw new Error('outbox dispatcher already started');
     this.stopping = false;
+    // Whatever was due while it was stopped is claimed at once, not at the next poll.
+    this.mayHaveDue = true;
     this.loop = this.run();
   }
 
@@ -161,14 +155,16 @@ export class OutboxDispatcher {
     if (this.queue.length === 0 && this.mayHaveDue && this.inFlight.size < this.concurrency) {
       const limit = this.concurrency * CLAIM_PER_SLOT;
       const before = Date.now();
+      // Cleared before the claim, so a notification that arrives while it runs (its row maybe not yet visible
+      // to the claim's snapshot) sets it again and is not lost.
+      this.mayHaveDue = false;
       try {
         const items = await claimOutbox(this.pool, { limit, leaseMs: this.leaseMs });
         const claimedAt = Date.now();
         for (const item of items) this.queue.push({ item, leaseEnds: before + this.leaseMs, claimedAt });
-        this.mayHaveDue = items.length === limit;
+        if (items.length === limit) this.mayHaveDue = true;
       } catch (error) {
         // The database is away (restart, failover): the rows stay where they are; the poll tries again.
-        this.mayHaveDue = false;
         this.log.warn('outbox claim failed; retrying', { error });
       }
     }

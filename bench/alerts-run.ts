@@ -4,9 +4,8 @@
 // is driven by lines on stdin: `start` (a new dispatcher, started as the worker starts one), `stop` (waits for
 // its stop), `exit`. It answers each with a line on stdout (ready, started, stopped) and prints one JSON line
 // last. Its CPU is read from /proc by the parent, never here. BENCH_ALERTS_CONCURRENCY sets `concurrency`
-// (a tree before it ignores it); signingSecrets are passed to every tree (one before signing ignores them);
-// BENCH_ALERTS_FETCH=http swaps the HTTP client (below). The last two are for investigations, not results.
-import { Agent, request } from 'node:http';
+// (a tree before it ignores it; for investigations, not results); signingSecrets are passed to every tree (one
+// before signing ignores them).
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
@@ -56,33 +55,6 @@ const log: Logger = {
 
 const concurrency = process.env.BENCH_ALERTS_CONCURRENCY ? Number(process.env.BENCH_ALERTS_CONCURRENCY) : null;
 
-/**
- * BENCH_ALERTS_FETCH=http (investigation only): the dispatcher's `fetch` option given node:http on a keep-alive
- * agent instead of the global fetch (undici), to see what the HTTP client costs per alert.
- */
-type FetchInit = { method: string; headers: Record<string, string>; body: string; signal: AbortSignal };
-const agent = new Agent({ keepAlive: true });
-const httpFetch = (url: string, init: FetchInit) =>
-  new Promise<{ ok: boolean; status: number }>((resolve, reject) => {
-    const req = request(
-      url,
-      {
-        method: init.method,
-        headers: { ...init.headers, 'content-length': Buffer.byteLength(init.body) },
-        agent,
-        signal: init.signal,
-      },
-      (res) => {
-        res.resume();
-        res.once('end', () =>
-          resolve({ ok: res.statusCode! >= 200 && res.statusCode! < 300, status: res.statusCode! }),
-        );
-      },
-    );
-    req.once('error', reject);
-    req.end(init.body);
-  });
-const fetchOption = process.env.BENCH_ALERTS_FETCH === 'http' ? { fetch: httpFetch } : {};
 const pool = db.createPool(process.env.BENCH_DB_URL!);
 await db.migrate(pool);
 process.stdout.write('ready\n');
@@ -97,7 +69,6 @@ for await (const line of createInterface({ input: process.stdin })) {
       signingSecrets: [BENCH_SIGNING_SECRET],
       log,
       ...(concurrency === null ? {} : { concurrency }),
-      ...fetchOption,
     });
     dispatcher.start();
     process.stdout.write('started\n');

@@ -64,7 +64,6 @@ const SETTLE_MS = 500;
  */
 const INVESTIGATING = [
   'BENCH_ALERTS_CONCURRENCY',
-  'BENCH_ALERTS_FETCH',
   'BENCH_ALERTS_RATES',
   'BENCH_ALERTS_SUSTAINED',
   'BENCH_ALERTS_CPU_PROF',
@@ -710,7 +709,6 @@ export async function runAlertsBench(ctx: BenchContext): Promise<void> {
     budgetSeconds: BUDGET_S,
     wallSeconds: Math.round((performance.now() - began) / 1000),
     concurrency: CONCURRENCY ? Number(CONCURRENCY) : 'default',
-    httpClient: process.env.BENCH_ALERTS_FETCH === 'http' ? 'node:http keep-alive (investigation)' : 'global fetch',
     scenarios: { paced: PACED, sustained: { rows: SUSTAINED_ROWS, perStatement: SUSTAINED_PER_STATEMENT } },
     postgresCpu: postgres.available
       ? { available: true, postmasterPid: postgres.postmasterPid }
@@ -726,7 +724,6 @@ export async function runAlertsBench(ctx: BenchContext): Promise<void> {
     '',
     "Whale alert delivery by each tree's OutboxDispatcher (worker defaults" +
       (CONCURRENCY ? `, except concurrency ${CONCURRENCY}` : '') +
-      (process.env.BENCH_ALERTS_FETCH === 'http' ? ', with node:http instead of fetch' : '') +
       `; trees: after ${trees.after}` +
       (trees.before ? `, before ${trees.before}` : '') +
       '), each in a process of its own on a scratch database migrated by its own tree.',

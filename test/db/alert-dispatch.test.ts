@@ -2,11 +2,12 @@
 // (docs/examples/alert-receiver.ts): a commit's NOTIFY wakes it long before its poll; two dispatchers with
 // short leases never POST one key at the same time and deliver every alert; a receiver that fails for a while,
 // hangs past the timeout or refuses the call gets retries with the same key, then a dead row with its error
-// (never the URL's secret), and an operator's retry sends it again under the same webhook-id.
+// (never the URL's secret) that `alerts list` shows, and `alerts retry` sends it again under the same webhook-id.
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OutboxDispatcher, type OutboxDispatcherOptions } from '../../activities/outbox.js';
-import { listOutbox, retryOutbox } from '../../db/index.js';
+import { main } from '../../cli/main.js';
+import { listOutbox } from '../../db/index.js';
 import { startAlertReceiver, type AlertReceiver, type Answer } from '../support/alert-receiver.js';
 import { useTestDatabase } from '../support/db.js';
 import { waitFor } from '../support/temporal.js';
@@ -141,16 +142,21 @@ describe('outbox dispatcher', () => {
       [refuses, 1, expect.stringMatching(/answered HTTP 400$/) as unknown],
       [hangs, 3, expect.stringMatching(/no answer within 200 ms$/) as unknown],
     ]);
+    // The operator's view: both dead rows with their errors, and never the secret part of the webhook URL.
+    const listed = await cli('alerts', 'list', '--consumer', consumerId, '--state', 'dead');
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toContain(refuses);
+    expect(listed.stdout).toContain('answered HTTP 400');
+    expect(listed.stdout).toContain('no answer within 200 ms');
+    expect(listed.stdout).not.toMatch(/s3cr3t/);
     for (const row of dead) expect(row.lastError).not.toMatch(/s3cr3t/);
 
     // The receiver is fixed; the operator sends the refused alert again: same key, attempts from zero, audited.
     refusing = false;
-    const retried = await retryOutbox(
-      db.pool,
-      { ids: [dead[0]!.id] },
-      { actor: 'ops@example', reason: 'receiver fixed' },
+    const retried = await cli(
+      ...['alerts', 'retry', '--id', String(dead[0]!.id), '--actor', 'ops@example', '--reason', 'receiver fixed'],
     );
-    expect(retried).toEqual([dead[0]!.id]);
+    expect(retried, retried.stderr).toMatchObject({ code: 0 });
     await dispatch.drain();
     expect((await statusOf(consumerId))[refuses!]).toBe('done');
     expect(webhook.deliveries.filter((d) => d.id === refuses).map((d) => [d.key, d.status])).toEqual([
@@ -171,6 +177,15 @@ describe('outbox dispatcher', () => {
     ]);
   });
 });
+
+/** `whalehunt-consumer …` as an operator runs it (cli/main.ts), on this file's database. */
+async function cli(...argv: string[]) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const io = { out: (text: string) => void out.push(text), err: (text: string) => void err.push(text) };
+  const code = await main(argv, { DATABASE_URL: db.url }, io);
+  return { code, stdout: out.join('\n'), stderr: err.join('\n') };
+}
 
 /** A small stable hash (FNV-1a) for the receiver's pseudo-random delays. */
 function hash(text: string): number {

@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import type { MetricMeter } from '@temporalio/common';
 import { HISTOGRAM_BUCKETS, meterMetrics, type ConsumerMetrics, type StoreSample } from '../activities/metrics.js';
+import { summarizeOutbox } from '../db/index.js';
 
 /** The longest a readiness check or the store sample may take before it counts as failed. */
 const CHECK_TIMEOUT_MS = 2_000;
@@ -118,20 +119,14 @@ export function postgresCheck(pool: pg.Pool): () => Promise<ReadinessCheck> {
 
 /** The counts behind whalehunt_outbox_* and whalehunt_quarantine_held. */
 export async function sampleStore(pool: pg.Pool): Promise<StoreSample> {
-  // Each count reads its own partial index: sent and suppressed rows, the bulk of the table, are never scanned.
-  const outbox = await pool.query<{ pending: string; dead: string; oldest_pending_seconds: number | null }>(
-    `SELECT (SELECT count(*) FROM outbox WHERE status IN ('pending', 'claimed')) AS pending,
-            (SELECT count(*) FROM outbox WHERE status = 'dead') AS dead,
-            (SELECT extract(epoch FROM now() - min(created_at))::float8 FROM outbox
-              WHERE status IN ('pending', 'claimed')) AS oldest_pending_seconds`,
-  );
+  const alerts = await summarizeOutbox(pool);
   const held = await pool.query<{ consumer_id: string; held: string }>(
     `SELECT consumer_id, count(*) AS held FROM quarantine WHERE disposition = 'held' GROUP BY consumer_id`,
   );
   return {
-    outboxPending: Number(outbox.rows[0]?.pending ?? 0),
-    outboxDead: Number(outbox.rows[0]?.dead ?? 0),
-    oldestPendingSeconds: outbox.rows[0]?.oldest_pending_seconds ?? 0,
+    outboxPending: alerts.pending,
+    outboxDead: alerts.dead,
+    oldestPendingSeconds: alerts.oldestPendingSeconds ?? 0,
     quarantineHeld: new Map(held.rows.map((r) => [r.consumer_id, Number(r.held)])),
   };
 }

@@ -10,18 +10,11 @@ import { main } from '../../cli/main.js';
 import { listOutbox } from '../../db/index.js';
 import { startAlertReceiver, type AlertReceiver, type Answer } from '../support/alert-receiver.js';
 import { useTestDatabase } from '../support/db.js';
+import { silentLogger } from '../support/silent-logger.js';
 import { waitFor } from '../support/temporal.js';
 
 const db = useTestDatabase();
 const SECRET = `whsec_${Buffer.alloc(32, 0x42).toString('base64')}`;
-const silent = {
-  log: () => undefined,
-  trace: () => undefined,
-  debug: () => undefined,
-  info: () => undefined,
-  warn: () => undefined,
-  error: () => undefined,
-};
 
 const open: { receivers: AlertReceiver[]; dispatchers: OutboxDispatcher[] } = { receivers: [], dispatchers: [] };
 afterEach(async () => {
@@ -40,7 +33,7 @@ function dispatcher(url: string, options: Partial<OutboxDispatcherOptions> = {})
     pool: db.pool,
     webhookUrl: url,
     signingSecrets: [SECRET],
-    log: silent,
+    log: silentLogger,
     listen: false,
     ...options,
   });

@@ -22,6 +22,7 @@ import {
 import { startAlertReceiver, type AlertReceiver } from '../support/alert-receiver.js';
 import { runCli } from '../support/cli.js';
 import { useTestDatabase } from '../support/db.js';
+import { silentLogger } from '../support/silent-logger.js';
 import { stopChildProcess, useResources, type Resources } from '../support/leaks.js';
 import {
   createTestClient,
@@ -45,14 +46,6 @@ import { expectReplayable } from './replay-check.js';
 
 const db = useTestDatabase();
 const SECRET = `whsec_${Buffer.alloc(32, 0x17).toString('base64')}`;
-const silent = {
-  log: () => undefined,
-  trace: () => undefined,
-  debug: () => undefined,
-  info: () => undefined,
-  warn: () => undefined,
-  error: () => undefined,
-};
 
 /** Observed `agoMs` before now: what a live source delivers (the harness's trade() is observed in March). */
 const live = (event: NewEvent, agoMs = 0): NewEvent => ({
@@ -65,7 +58,12 @@ async function receiver(res: Resources): Promise<AlertReceiver> {
 }
 
 function inProcessDispatcher(res: Resources, url: string): OutboxDispatcher {
-  const dispatcher = new OutboxDispatcher({ pool: db.pool, webhookUrl: url, signingSecrets: [SECRET], log: silent });
+  const dispatcher = new OutboxDispatcher({
+    pool: db.pool,
+    webhookUrl: url,
+    signingSecrets: [SECRET],
+    log: silentLogger,
+  });
   dispatcher.start();
   return res.track(dispatcher, (d) => d.stop(), 'outbox dispatcher');
 }
@@ -170,7 +168,7 @@ describe('whale alerts', () => {
       pool: db.pool,
       webhookUrl: webhook.url,
       signingSecrets: [SECRET],
-      log: silent,
+      log: silentLogger,
       listen: false,
     }).drain();
     expect(webhook.deliveries).toHaveLength(2);

@@ -301,9 +301,14 @@ export function createActivities(deps: ActivityDeps) {
      */
     async consumePages(input: ConsumePagesActivityInput): Promise<PageOutcome> {
       const ctx = Context.current();
-      const { stream, ...pagesInput } = input;
+      const { stream, ...asked } = input;
+      // A retried attempt keeps the target the failed one fixed at its first page (its last heartbeat carries it).
+      const previous = ctx.info.heartbeatDetails as Partial<PageHeartbeat> | undefined;
+      const pagesInput: ConsumePagesInput =
+        asked.target === 'head' && previous?.target ? { ...asked, target: previous.target } : asked;
       const config = pageConsumerConfig(deps.config, stream);
-      let last: PageHeartbeat | undefined;
+      // Until this attempt's first page, its heartbeats repeat the failed one's (a second crash keeps the target).
+      let last: PageHeartbeat | undefined = previous?.target ? (previous as PageHeartbeat) : undefined;
       const heartbeat = (details?: PageHeartbeat): void => {
         if (details) last = details;
         ctx.heartbeat(last);
@@ -353,9 +358,15 @@ export function createActivities(deps: ActivityDeps) {
       return guarded(() => recordPageGapDecision(pool, input));
     },
 
-    /** A caught-up backfill's consumer id becomes a stream consumer starting from the floor. */
+    /** A backfill's consumer id, at its target, becomes a stream consumer starting from the floor. */
     async handOverToStream(input: { consumerId: string; expectedVersion: number }): Promise<Handover> {
-      return guarded(() => handOverToStream(pool, input));
+      const hooks = deps.pageHooks;
+      const inside = hooks?.insideHandover
+        ? (progress: { appliedPosition: number }) => hooks.insideHandover?.(progress)
+        : undefined;
+      const handover = await guarded(() => handOverToStream(pool, input, inside));
+      log.info('backfill handover', { consumerId: input.consumerId, ...handover });
+      return handover;
     },
 
     /** Decides held quarantine; deciding nothing (no held record matched) is refused so the operator sees it. */

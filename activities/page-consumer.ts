@@ -4,6 +4,8 @@
 //   only then replace the cursor with the page's `next`, by one compare-and-swap.
 // A crash anywhere resumes from the saved cursor; an overlapping or repeated page is recognised, never
 // reapplied. A non-advancing page is never applied: the reader backs off a bounded number of times and stops.
+// A run given a target (a position, or `head`: the head its first page answers with) ends once the target is
+// reached, so a history that keeps growing does not keep it paging one live transition at a time.
 import { setTimeout as delay } from 'node:timers/promises';
 import type { HeldQuarantineItem } from '../domain/outcomes.js';
 import type { ChunkResult, CursorSwap, OpenPageProgress, PageChunk, PageProgress, Recognition } from '../db/pages.js';
@@ -40,6 +42,11 @@ export interface PageConsumerHooks {
   beforeCursorSwap?(progress: { appliedPosition: number; version: number }): void | Promise<void>;
   /** After a page's `next` replaced the cursor. */
   afterCursorSwap?(progress: { appliedPosition: number; version: number }): void | Promise<void>;
+  /**
+   * Not the page run's: the backfill's handover activity runs it inside the handover's transaction, before its
+   * commit (test cut point: kill -9 after the target was reached, before the handover is durable).
+   */
+  insideHandover?(progress: { appliedPosition: number }): void | Promise<void>;
 }
 
 /** Where a page consumer keeps its progress and makes its chunks durable: the db/pages.ts functions on a pool. */
@@ -64,6 +71,19 @@ export interface PageConsumerDeps {
   hooks?: PageConsumerHooks;
 }
 
+/**
+ * Where a run ends. A fixed target is a position of one history (`historyId` null: bound to the history of the
+ * run's first page); `head` fixes it at the head the run's first page answers with (`history.head`: the newest
+ * position the source held when it answered).
+ */
+export type PageTarget = { position: number; historyId: string | null } | 'head';
+
+/** A fixed target as a run worked to it. */
+export interface FixedPageTarget {
+  position: number;
+  historyId: string;
+}
+
 export interface ConsumePagesInput {
   consumerId: string;
   /** Fixed per consumer: the source binds cursors to it. */
@@ -72,6 +92,12 @@ export interface ConsumePagesInput {
    * Stop with `page_limit` after this many pages whose cursor was replaced; default: until the source stops advancing.
    */
   maxPages?: number;
+  /**
+   * Stop with `target_reached` once the applied position is at or past it, or once the source says the reader is
+   * at its head (a non-advancing page with nothing new) at or past it. Default: no target; the run ends when the
+   * source repeats its cursor through the whole backoff (`caught_up`), which a growing history never does.
+   */
+  target?: PageTarget;
 }
 
 export interface PageCounters {
@@ -91,6 +117,9 @@ export interface PageHeartbeat {
   appliedPosition: number;
   version: number;
   counters: PageCounters;
+  /** The run's target once fixed (a retried attempt keeps it), and the source's head as last answered. */
+  target?: FixedPageTarget | null;
+  head?: number | null;
 }
 
 export interface ConsumePagesContext {
@@ -107,6 +136,11 @@ export interface PageProgressView {
 
 export type PageStop =
   | { kind: 'page_limit' }
+  /**
+   * The target is reached: `applied`, the applied position is at or past it; `head`, the source answered the saved
+   * cursor with a non-advancing page with nothing new (the reader is at its head) and that head is at or past it.
+   */
+  | { kind: 'target_reached'; by: 'applied' | 'head' }
   /** The source repeated the request cursor with no event above the applied position through every backoff attempt. */
   | { kind: 'caught_up'; attempts: number }
   /** The source repeated the request cursor with events through every backoff attempt; nothing of them was applied. */
@@ -131,7 +165,17 @@ export type PageStop =
     }
   | { kind: 'cancelled' };
 
-export type PageOutcome = PageStop & { progress: PageProgressView; counters: PageCounters };
+export type PageOutcome = PageStop & {
+  progress: PageProgressView;
+  counters: PageCounters;
+  /** The target the run worked to (absent in outcomes of older runs; null: none). */
+  target?: FixedPageTarget | null;
+  /** The history the source last answered with: its id, floor and head (absent in older outcomes). */
+  sourceHistory?: History | null;
+};
+
+/** The normal ends of a run: not logged as stops. */
+const QUIET_STOPS: ReadonlySet<PageStop['kind']> = new Set(['page_limit', 'caught_up', 'target_reached', 'cancelled']);
 
 class Cancelled extends Error {
   override readonly name = 'Cancelled';
@@ -210,6 +254,9 @@ function emptyPageCounters(): PageCounters {
 
 class PageRun {
   #current: PageProgress;
+  /** The fixed target (null: none, or `head` not fixed yet). */
+  #target: FixedPageTarget | null;
+  #history: History | null = null;
 
   constructor(
     private readonly deps: PageConsumerDeps,
@@ -219,12 +266,20 @@ class PageRun {
     private readonly counters: PageCounters,
   ) {
     this.#current = progress;
+    const target = input.target;
+    // A target given with its history is fixed now: a run resumed at or past it asks the source nothing.
+    this.#target =
+      target !== undefined && target !== 'head' && target.historyId !== null
+        ? { position: target.position, historyId: target.historyId }
+        : null;
   }
 
   async run(): Promise<PageOutcome> {
     const { maxPages } = this.input;
     try {
-      while (maxPages === undefined || this.counters.pages < maxPages) {
+      for (;;) {
+        if (this.#appliedReachedTarget()) return this.#finish({ kind: 'target_reached', by: 'applied' });
+        if (maxPages !== undefined && this.counters.pages >= maxPages) return this.#finish({ kind: 'page_limit' });
         if (this.ctx.signal.aborted) return this.#finish({ kind: 'cancelled' });
         const cursor = this.#current.resumeCursor;
         const fetched = await this.#fetchAdvancingPage(cursor);
@@ -232,7 +287,6 @@ class PageRun {
         const stop = await this.#applyPage(cursor, fetched.page);
         if (stop) return this.#finish(stop);
       }
-      return this.#finish({ kind: 'page_limit' });
     } catch (error) {
       if (error instanceof Cancelled) return this.#finish({ kind: 'cancelled' });
       throw error;
@@ -240,7 +294,7 @@ class PageRun {
   }
 
   #finish(stop: PageStop): PageOutcome {
-    if (stop.kind !== 'page_limit' && stop.kind !== 'caught_up' && stop.kind !== 'cancelled') {
+    if (!QUIET_STOPS.has(stop.kind)) {
       this.deps.log.warn('page consumer stopped', {
         consumerId: this.input.consumerId,
         stop: stop.kind,
@@ -248,12 +302,54 @@ class PageRun {
       });
     }
     const { resumeCursor, appliedPosition, version } = this.#current;
-    return { ...stop, progress: { resumeCursor, appliedPosition, version }, counters: this.counters };
+    return {
+      ...stop,
+      progress: { resumeCursor, appliedPosition, version },
+      counters: this.counters,
+      target: this.#target,
+      sourceHistory: this.#history,
+    };
   }
 
   #heartbeat(): void {
     const { appliedPosition, version } = this.#current;
-    this.ctx.heartbeat({ appliedPosition, version, counters: { ...this.counters } });
+    this.ctx.heartbeat({
+      appliedPosition,
+      version,
+      counters: { ...this.counters },
+      target: this.#target,
+      head: this.#history?.head ?? null,
+    });
+  }
+
+  /** Whether the applied position is at or past the fixed target. */
+  #appliedReachedTarget(): boolean {
+    return this.#target !== null && this.#current.appliedPosition >= this.#target.position;
+  }
+
+  /**
+   * Takes the history of a page answer: fixes a `head` target at the first one, binds a target to its history, and
+   * answers a reset when the answer belongs to another history than the target's (it can no longer be reached).
+   */
+  #seeHistory(history: History, cursor: string | null): PageStop | null {
+    this.#history = history;
+    // The source's journal was rebuilt under the saved cursor (also checked before a page is applied): a repeated
+    // cursor of another history says nothing about this one's head.
+    const saved = this.#current.historyId;
+    if (saved !== null && history.id !== saved)
+      return { kind: 'reset', reason: 'history_rebuilt', history, refusedToken: cursor ?? '' };
+    const wanted = this.input.target;
+    if (wanted === undefined) return null;
+    if (this.#target === null) {
+      this.#target =
+        wanted === 'head'
+          ? { position: history.head, historyId: history.id }
+          : { position: wanted.position, historyId: wanted.historyId ?? history.id };
+    }
+    if (this.#target.historyId !== history.id) {
+      return { kind: 'reset', reason: 'history_rebuilt', history, refusedToken: cursor ?? '' };
+    }
+    return null;
   }
 
   async #request(cursor: string | null): Promise<Exclude<PageAnswer, { kind: 'cancelled' }>> {
@@ -277,6 +373,7 @@ class PageRun {
       let retryAfterMs: number | undefined;
       if (answer.kind === 'reset') {
         const { reason, history, token } = answer.reset;
+        this.#history = history;
         return { kind: 'reset', reason, history, refusedToken: token };
       }
       if (answer.kind === 'failed') {
@@ -290,8 +387,14 @@ class PageRun {
         });
         retryAfterMs = hint;
       } else {
+        const seen = this.#seeHistory(answer.page.history, cursor);
+        if (seen) return seen;
         const shape = classifyPage(cursor, answer.page, this.#current.appliedPosition);
         if (shape.kind === 'advancing') return answer;
+        // The reader is at the source's head: past the target, that is the target reached (a sparse filter may
+        // have no event at or past it to move the applied position there).
+        if (shape.nothingNew && this.#target !== null && answer.page.history.head >= this.#target.position)
+          return { kind: 'target_reached', by: 'head' };
         if (attempt >= config.backoff.maxAttempts)
           return { kind: shape.nothingNew ? 'caught_up' : 'non_advancing', attempts: attempt + 1 };
         if (!shape.nothingNew)

@@ -38,7 +38,7 @@ export const CONSUMER_PHASES = [
   'completed',
 ] as const satisfies readonly ConsumerPhase[];
 /** What `list --phase` accepts: a stream consumer's phases and a backfill's. */
-export const LIST_PHASES = [...CONSUMER_PHASES, 'backfilling', 'handing_over'] as const satisfies readonly (
+export const LIST_PHASES = [...CONSUMER_PHASES, 'backfilling', 'at_head', 'handing_over'] as const satisfies readonly (
   ConsumerPhase | BackfillPhase
 )[];
 
@@ -109,8 +109,12 @@ export type CliCommand =
       direct: boolean;
       maxPages: number | undefined;
       detach: boolean;
-      /** The live stream consumer's subscription when it is to take over at the head, else null. */
+      /** The live stream consumer's subscription when it is to take over at the target, else null. */
       thenStream: { subscriptionId: string } | null;
+      /** The target position; default: the source's head when the backfill starts. */
+      until: number | undefined;
+      /** No target: keep paging as the history grows (the workflow only). */
+      tail: boolean;
     }
   | { command: 'backfill-status'; consumerId: string; json: boolean }
   | {
@@ -261,12 +265,20 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
   backfill: {
     summary: 'page a consumer through the history source into the database: backfillWorkflow on a worker (or --direct)',
     usage:
-      'backfill --consumer ID (--filter JSON | filter options) [--detach] [--then-stream [--subscription ID]] | --direct [--max-pages N]',
+      'backfill --consumer ID (--filter JSON | filter options) [--until POSITION] [--detach] [--then-stream [--subscription ID]] | --tail [--detach] | --direct [--until POSITION] [--max-pages N]',
     options: [
       ['--consumer ID', 'page consumer id (required; its progress is saved, a second run resumes from it)'],
       ...FILTER_OPTIONS.map(([f, d]): [string, string] => [f, `${d}; a consumer stays bound to its first filter`]),
       ['--detach', 'start (or find) the workflow and return at once; default: wait, showing progress'],
-      ['--then-stream', 'at the head, hand the consumer over to the live stream consumer (same id and filter)'],
+      [
+        '--until POSITION',
+        "the target: complete once the applied position reaches it (default: the source's head when it starts)",
+      ],
+      ['--then-stream', 'at the target, hand the consumer over to the live stream consumer (same id and filter)'],
+      [
+        '--tail',
+        'no target: keep paging as the history grows, waiting at the head (not with --until, --then-stream, --direct)',
+      ],
       ['--subscription ID', "the live consumer's subscription id with --then-stream (default: the consumer id)"],
       ['--direct', 'run in this process against the source and the database, no Temporal (scripts)'],
       ['--max-pages N', 'with --direct: stop after N pages (exit 0; run again to continue)'],
@@ -467,13 +479,21 @@ export function parseCommand(argv: readonly string[]): CliCommand {
         detach: { type: 'boolean' },
         'then-stream': { type: 'boolean' },
         subscription: { type: 'string' },
+        until: { type: 'string' },
+        tail: { type: 'boolean' },
         ...FILTER_FLAGS,
       });
       const consumerId = requiredId(first, 'consumer', v);
       const direct = v.direct === true;
       const thenStream = v['then-stream'] === true;
-      if (direct && (v.detach === true || thenStream))
-        throw new CliUsageError(`${first}: --detach and --then-stream need the workflow; drop --direct`, first);
+      const tail = v.tail === true;
+      if (direct && (v.detach === true || thenStream || tail))
+        throw new CliUsageError(`${first}: --detach, --then-stream and --tail need the workflow; drop --direct`, first);
+      if (tail && (thenStream || v.until !== undefined))
+        throw new CliUsageError(
+          `${first}: --tail has no target, so it never completes and never hands over: drop --until and --then-stream`,
+          first,
+        );
       if (!direct && v['max-pages'] !== undefined)
         throw new CliUsageError(`${first}: --max-pages is for --direct runs`, first);
       if (!thenStream && v.subscription !== undefined)
@@ -485,6 +505,8 @@ export function parseCommand(argv: readonly string[]): CliCommand {
         direct,
         maxPages: optionalInt(first, 'max-pages', v['max-pages'], 1),
         detach: v.detach === true,
+        until: optionalInt(first, 'until', v.until, 1),
+        tail,
         thenStream: thenStream
           ? {
               subscriptionId:

@@ -1,11 +1,14 @@
 // `backfill` on Temporal: starts backfillWorkflow (or attaches to the running one of the consumer) and, unless
-// --detach, follows it through its status query, printing progress as it lands, until it completes (exit 0) or
+// --detach, follows it through its status query, printing progress as it lands ("applied 1,746 of 1,750"; a
+// tailing backfill never completes, so it is followed until Ctrl-C), until it completes at its target (exit 0) or
 // waits for an operator (exit 1, naming the stop and the command that resolves it; the workflow keeps waiting).
 // Also the backfill's side of `status`.
 import { setTimeout as delay } from 'node:timers/promises';
 import type pg from 'pg';
 import { loadPageProgress, type PageProgress } from '../db/pages.js';
 import { canonicalJson } from '../protocol/canonical.js';
+import { formatCount } from '../protocol/progress.js';
+import { appliedText, targetText } from '../workflows/backfill-state.js';
 import type { backfillWorkflow } from '../workflows/index.js';
 import {
   backfillStatusQuery,
@@ -48,6 +51,8 @@ export async function runBackfillWorkflow(
       consumerId: cmd.consumerId,
       filter: cmd.filter,
       ...(cmd.thenStream ? { thenStream: cmd.thenStream } : {}),
+      ...(cmd.until !== undefined ? { until: cmd.until } : {}),
+      ...(cmd.tail ? { tail: true } : {}),
     };
     const handle = await session.client.workflow.start<typeof backfillWorkflow>('backfillWorkflow', {
       workflowId,
@@ -63,8 +68,13 @@ export async function runBackfillWorkflow(
       ],
     });
     const attached = handle.firstExecutionRunId;
+    const target = cmd.tail
+      ? 'no target: tailing'
+      : cmd.until !== undefined
+        ? `target ${formatCount(cmd.until)}`
+        : "target: the source's head at the first page";
     io.out(
-      `backfill ${cmd.consumerId}: workflow ${workflowId} run ${attached} (filter ${canonicalJson(cmd.filter)}` +
+      `backfill ${cmd.consumerId}: workflow ${workflowId} run ${attached} (filter ${canonicalJson(cmd.filter)}, ${target}` +
         `${cmd.thenStream ? `, then the live stream, subscription ${cmd.thenStream.subscriptionId}` : ''})`,
     );
     if (cmd.detach) {
@@ -106,10 +116,11 @@ async function follow(session: TemporalSession, consumerId: string, io: Backfill
   }
 }
 
-function progressLine(status: BackfillStatus): string {
+/** One line per change: "  backfilling  applied 1,746 of 1,750  pages 50  new …", and why it waits at the head. */
+export function progressLine(status: BackfillStatus): string {
   const c = status.counters;
-  const applied = status.progress ? `applied position ${status.progress.appliedPosition}` : 'no run finished yet';
-  return `  ${status.phase}  ${applied}  pages ${c.pages}  new ${c.applied}  recognised ${c.recognised}  duplicates ${c.duplicates}  quarantined ${c.quarantined}${status.lastError ? `  (last error: ${status.lastError})` : ''}`;
+  const waiting = status.waiting ? `  (${status.waiting.reason})` : '';
+  return `  ${status.phase}  ${appliedText(status)}  pages ${c.pages}  new ${c.applied}  recognised ${c.recognised}  duplicates ${c.duplicates}  quarantined ${c.quarantined}${waiting}${status.lastError ? `  (last error: ${status.lastError})` : ''}`;
 }
 
 /** `status` for a backfill: the workflow's view (status query) and the database's (the page progress row). */
@@ -172,13 +183,24 @@ export async function showBackfillWorkflowStatus(
     ]);
   }
   if (status) {
+    rows.push(['progress', appliedText(status)]);
+    rows.push(['target', targetText(status)]);
+    if (status.sourceHead !== undefined && status.sourceHead !== null)
+      rows.push(['source head', `${formatCount(status.sourceHead)} (as the last page run saw it)`]);
+    if (status.waiting) rows.push(['at the head', `${status.waiting.reason} (until ${status.waiting.until})`]);
     const c = status.counters;
     rows.push([
       'counters',
       `runs ${status.runs}   pages ${c.pages}   new ${c.applied}   recognised ${c.recognised}   duplicates ${c.duplicates}   quarantined ${c.quarantined}`,
     ]);
     rows.push(['filter', canonicalJson(status.filter)]);
-    if (status.thenStream) rows.push(['then', `live stream, subscription ${status.thenStream.subscriptionId}`]);
+    if (status.thenStream && !status.tail)
+      rows.push(['then', `live stream, subscription ${status.thenStream.subscriptionId}`]);
+    if (status.handover)
+      rows.push([
+        'handed over',
+        `to ${status.handover.workflowId} at ${status.handover.at}, applied position ${formatCount(status.handover.appliedPosition)}`,
+      ]);
     if (status.ending) rows.push(['ended', status.ending]);
     if (status.stop) {
       rows.push(['waiting', `${status.stop.reason} (since ${status.stop.since})`]);

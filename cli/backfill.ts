@@ -2,6 +2,7 @@
 // configured source and database (no Temporal, no worker). The page consumer's progress row is the only
 // state, so a run stopped anywhere (Ctrl-C, a crash, --max-pages) resumes from the saved cursor next time.
 import { canonicalJson } from '../protocol/canonical.js';
+import { formatCount } from '../protocol/progress.js';
 import { redactSecret } from '../protocol/redact.js';
 import { consumePages, type PageHeartbeat, type PageOutcome } from '../activities/page-consumer.js';
 import { pageConsumerConfig, poolPageStore } from '../activities/index.js';
@@ -19,7 +20,7 @@ export interface BackfillIo {
 }
 
 /** Outcomes that are a normal end of a run: exit 0. Every other stop needs an operator: exit 1. */
-const DONE_KINDS: ReadonlySet<PageOutcome['kind']> = new Set(['caught_up', 'page_limit']);
+const DONE_KINDS: ReadonlySet<PageOutcome['kind']> = new Set(['target_reached', 'caught_up', 'page_limit']);
 export const EXIT_INTERRUPTED = 130;
 
 type BackfillCommand = Extract<CliCommand, { command: 'backfill' }>;
@@ -58,13 +59,21 @@ export async function runBackfill(cmd: BackfillCommand, env: NodeJS.ProcessEnv, 
     );
     let lastPages = -1;
     let lastChunks = -1;
-    const heartbeat = ({ appliedPosition, version, counters }: PageHeartbeat): void => {
+    let announcedTarget = false;
+    const heartbeat = ({ appliedPosition, version, counters, target }: PageHeartbeat): void => {
+      if (target && !announcedTarget) {
+        announcedTarget = true;
+        say(
+          `  target ${formatCount(target.position)} (${cmd.until === undefined ? "the source's head at the first page" : 'given with --until'}; history ${target.historyId})`,
+        );
+      }
       // Heartbeats also come while backing off; print only when a page or chunk landed.
       if (counters.pages === lastPages && counters.chunks === lastChunks) return;
       lastPages = counters.pages;
       lastChunks = counters.chunks;
+      const of = target ? ` of ${formatCount(target.position)}` : '';
       say(
-        `  pages ${counters.pages}  chunks ${counters.chunks}  applied position ${appliedPosition}  version ${version}  new ${counters.applied}  recognised ${counters.recognised}`,
+        `  pages ${counters.pages}  chunks ${counters.chunks}  applied position ${appliedPosition}${of}  version ${version}  new ${counters.applied}  recognised ${counters.recognised}`,
       );
     };
     const outcome = await consumePages(
@@ -77,6 +86,8 @@ export async function runBackfill(cmd: BackfillCommand, env: NodeJS.ProcessEnv, 
         consumerId: cmd.consumerId,
         filter: cmd.filter,
         ...(cmd.maxPages === undefined ? {} : { maxPages: cmd.maxPages }),
+        // A target fixed when the run starts: the source's head at its first page, or --until.
+        target: cmd.until === undefined ? 'head' : { position: cmd.until, historyId: null },
       },
       { heartbeat, signal: abort.signal },
     );
@@ -106,8 +117,16 @@ export async function runBackfill(cmd: BackfillCommand, env: NodeJS.ProcessEnv, 
 /** One line naming the outcome and, for a stop, what the operator has to look at. */
 export function describeOutcome(outcome: PageOutcome): string {
   switch (outcome.kind) {
+    case 'target_reached': {
+      const target = outcome.target ? formatCount(outcome.target.position) : '?';
+      return outcome.by === 'applied'
+        ? `reached the target ${target}: applied position ${formatCount(outcome.progress.appliedPosition)}`
+        : `reached the target ${target}: the source's head ${formatCount(outcome.sourceHistory?.head)} is at or past it and holds nothing new for this filter`;
+    }
     case 'caught_up':
-      return `caught up: the source has nothing new after ${outcome.attempts} repeated request(s)`;
+      return outcome.target
+        ? `caught up below the target: the source's head ${formatCount(outcome.sourceHistory?.head)} has not reached ${formatCount(outcome.target.position)} yet; run again later to continue`
+        : `caught up: the source has nothing new after ${outcome.attempts} repeated request(s)`;
     case 'page_limit':
       return 'page limit reached: run again to continue from the saved cursor';
     case 'cancelled':

@@ -103,6 +103,8 @@ export type Handover =
 export async function handOverToStream(
   pool: pg.Pool,
   input: { consumerId: string; expectedVersion: number },
+  /** Test cut point: runs inside the transaction, after its writes, before its commit. */
+  beforeCommit?: (progress: { appliedPosition: number }) => void | Promise<void>,
 ): Promise<Handover> {
   return inTransaction(pool, 'handOverToStream', input.consumerId, async (client): Promise<Handover> => {
     await lockConsumerKind(client, input.consumerId);
@@ -121,6 +123,8 @@ export async function handOverToStream(
     await client.query(`INSERT INTO checkpoints (consumer_id, pending_start) VALUES ($1, 'from_floor')`, [
       input.consumerId,
     ]);
-    return { kind: 'handed_over', appliedPosition: Number(row.applied_position) };
+    const appliedPosition = Number(row.applied_position);
+    await beforeCommit?.({ appliedPosition });
+    return { kind: 'handed_over', appliedPosition };
   });
 }

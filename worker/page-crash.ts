@@ -5,18 +5,22 @@
 //   afterPageChunk    after that chunk committed (its receipts, effects and applied_position are durable)
 //   beforePageBarrier every event of the page is durable, its `next` not yet saved
 //   afterPageBarrier  the cursor swap committed
+//   beforeHandoverCommit  the backfill reached its target and hands over: inside the handover's transaction (page
+//                     progress deleted, checkpoint row inserted), before its commit, applied position at or past it
 import type { PageConsumerHooks } from '../activities/page-consumer.js';
 import { ConfigError } from './config.js';
 import type { JsonLogger } from './logger.js';
 
 export const PAGE_CRASH_AT_VARIABLE = 'WHALEHUNT_TEST_PAGE_CRASH_AT';
 
-export type PageCrashPoint = 'beforePageChunk' | 'afterPageChunk' | 'beforePageBarrier' | 'afterPageBarrier';
+export type PageCrashPoint =
+  'beforePageChunk' | 'afterPageChunk' | 'beforePageBarrier' | 'afterPageBarrier' | 'beforeHandoverCommit';
 const PAGE_CRASH_POINTS: readonly PageCrashPoint[] = [
   'beforePageChunk',
   'afterPageChunk',
   'beforePageBarrier',
   'afterPageBarrier',
+  'beforeHandoverCommit',
 ];
 
 /** Parses WHALEHUNT_TEST_PAGE_CRASH_AT; throws ConfigError naming the variable when it is malformed. */
@@ -45,5 +49,6 @@ export function pageCrashHooks(crash: { point: PageCrashPoint; position: number 
     afterChunkCommit: ({ appliedPosition }) => maybeCrash('afterPageChunk', appliedPosition),
     beforeCursorSwap: ({ appliedPosition }) => maybeCrash('beforePageBarrier', appliedPosition),
     afterCursorSwap: ({ appliedPosition }) => maybeCrash('afterPageBarrier', appliedPosition),
+    insideHandover: ({ appliedPosition }) => maybeCrash('beforeHandoverCommit', appliedPosition),
   };
 }

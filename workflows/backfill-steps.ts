@@ -17,7 +17,7 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { Activities } from '../activities/index.js';
 import type { PageOutcome } from '../activities/page-consumer.js';
 import type { BackfillInbox } from './backfill-inbox.js';
-import type { BackfillState } from './backfill-state.js';
+import { headWaitMs, type BackfillState } from './backfill-state.js';
 import { decisionActivities, errorMessage, nowIso } from './consumer-steps.js';
 import type { consumerWorkflow } from './consumer.js';
 import {
@@ -42,6 +42,7 @@ export class BackfillSteps {
   private readonly inbox: BackfillInbox;
   private readonly pages: Activities;
   private readonly decisions: Activities;
+  private readonly handover: Activities;
   /** The running page activity's scope: a pause cancels it (it stops at a chunk boundary). */
   private activityScope: CancellationScope | null = null;
   /** Workflow time of the last finished run, for Current Details. */
@@ -52,6 +53,7 @@ export class BackfillSteps {
     this.inbox = context.inbox;
     this.pages = pageActivities(context.tuning);
     this.decisions = decisionActivities();
+    this.handover = handoverActivities(context.tuning);
   }
 
   interruptRun(): void {
@@ -77,6 +79,7 @@ export class BackfillSteps {
           filter: state.filter,
           ...(state.stream ? { stream: state.stream } : {}),
           maxPages: this.context.pagesPerRun,
+          target: state.runTarget(),
         }),
       );
     } catch (error) {
@@ -86,7 +89,7 @@ export class BackfillSteps {
       this.activityScope = null;
     }
     this.lastRunAt = nowIso();
-    state.adopt(outcome);
+    state.adopt(outcome, this.lastRunAt);
     state.lastError = null;
     state.backoffRounds = 0;
     this.handleOutcome(outcome);
@@ -97,14 +100,28 @@ export class BackfillSteps {
     const at = `applied position ${outcome.progress.appliedPosition}`;
     switch (outcome.kind) {
       case 'page_limit':
+        // A full run: the history is far from the head, so the next wait there starts short again.
+        state.headWaits = 0;
+        return;
       case 'cancelled':
         // Loop: the next run goes on from the saved cursor; a pause requested meanwhile is taken at the loop's top.
         return;
-      case 'caught_up':
-        // A non-advancing page with nothing new at the journal's head is the end of the backfill, not an error.
-        if (state.thenStream) state.phase = 'handing_over';
-        else state.complete(`caught up at the head, ${at}`);
+      case 'target_reached':
+      case 'caught_up': {
+        // The target is reached: hand over or complete. Tailing, or with the source's head below the target (a
+        // caught_up of a run with a target): wait at the head on a durable timer instead of paging one live
+        // transition at a time.
+        const next = state.afterReachingHead(outcome);
+        if (next !== 'at_head')
+          log.info('backfill reached its target', {
+            consumerId: state.consumerId,
+            target: state.target?.position ?? null,
+            appliedPosition: outcome.progress.appliedPosition,
+            by: outcome.kind === 'target_reached' ? outcome.by : 'caught_up',
+            then: next,
+          });
         return;
+      }
       case 'non_advancing':
       case 'fenced':
         // Never spin: wait on a growing durable timer, then ask again from the saved cursor.
@@ -177,6 +194,29 @@ export class BackfillSteps {
     if (this.state.phase === 'backoff') this.state.phase = 'backfilling';
   }
 
+  /** At the source's head (tailing, or below the target): a growing durable timer, then the next page run. */
+  async waitAtHead(): Promise<void> {
+    const { state, context } = this;
+    const delay = headWaitMs(state.headWaits, context.tuning);
+    state.headWaits += 1;
+    state.waiting = { reason: state.atHeadReason(delay), until: new Date(Date.now() + delay).toISOString() };
+    log.info('backfill at the head; waiting for the history to grow', {
+      consumerId: state.consumerId,
+      sourceHead: state.sourceHead,
+      appliedPosition: state.progress?.appliedPosition ?? null,
+      target: state.tail ? null : (state.target?.position ?? null),
+      delayMs: delay,
+    });
+    context.publish();
+    const before = this.inbox.wakeups;
+    try {
+      await condition(() => this.inbox.wakeups !== before, delay);
+    } finally {
+      state.waiting = null;
+    }
+    if (state.phase === 'at_head') state.phase = 'backfilling';
+  }
+
   async waitForResume(): Promise<void> {
     await condition(() => this.inbox.resume !== null);
     this.inbox.takeResume();
@@ -191,7 +231,10 @@ export class BackfillSteps {
     if (!view) return;
     this.state.progress = view;
     if (value.decision === 'abandon') this.state.complete(`abandoned by ${value.actor}: ${value.reason}`);
-    else this.state.proceed();
+    else {
+      this.state.restartFromFloor();
+      this.state.proceed();
+    }
   }
 
   async decideQuarantine(): Promise<void> {
@@ -210,7 +253,7 @@ export class BackfillSteps {
   async handOver(): Promise<void> {
     const { state } = this;
     const thenStream = state.thenStream!;
-    const handover = await this.decisions.handOverToStream({
+    const handover = await this.handover.handOverToStream({
       consumerId: state.consumerId,
       expectedVersion: state.progress?.version ?? 0,
     });
@@ -244,8 +287,20 @@ export class BackfillSteps {
     } catch (error) {
       if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
     }
+    const appliedPosition =
+      handover.kind === 'handed_over' ? handover.appliedPosition : (state.progress?.appliedPosition ?? 0);
+    const target = state.target?.position ?? null;
+    state.handover = { workflowId, appliedPosition, target, at: nowIso() };
+    log.info('backfill handed over to the live stream consumer', {
+      consumerId: state.consumerId,
+      workflowId,
+      appliedPosition,
+      target,
+      handover: handover.kind,
+    });
     const at = state.progress ? ` after applied position ${state.progress.appliedPosition}` : '';
-    state.complete(`handed over to ${workflowId}${at} (it starts at the floor; receipts recognise the overlap)`);
+    const of = target === null ? '' : ` (target ${target})`;
+    state.complete(`handed over to ${workflowId}${at}${of} (it starts at the floor; receipts recognise the overlap)`);
   }
 
   private async record<T>(ticket: number, write: () => Promise<T>): Promise<T | null> {
@@ -266,6 +321,23 @@ export class BackfillSteps {
   private stopFor(phase: BackfillPhase, reason: string): void {
     this.state.stopFor(phase, reason, nowIso());
   }
+}
+
+/**
+ * The handover: one short transaction, retried like a decision, but a worker killed inside it is noticed by the
+ * heartbeat timeout (the worker's database bounds keep the transaction well below it), not after 30 s.
+ */
+function handoverActivities(tuning: Required<ConsumerTuning>): Activities {
+  return proxyActivities<Activities>({
+    startToCloseTimeout: 30_000,
+    heartbeatTimeout: tuning.heartbeatTimeoutMs,
+    retry: {
+      initialInterval: 1_000,
+      maximumInterval: 15_000,
+      maximumAttempts: 8,
+      nonRetryableErrorTypes: ['InvalidDecision'],
+    },
+  });
 }
 
 /** Page-run failures that need an operator or another attempt's fencing, never a blind retry. */

@@ -1,8 +1,10 @@
 // The backfill workflow: one per page consumer (id `whalehunt-backfill:<consumerId>`). It runs the page activity
 // (PROTOCOL.md section 8) a bounded number of pages at a time, adopts each run's saved progress (the database is
 // the authority) and stops in a named waiting phase whenever an operator must decide (a held quarantine, a
-// refused cursor). It completes at the journal's head, optionally handing the consumer id over to the live
-// stream consumer. The handlers hand requests to the shared inbox; the loop takes them in its steps.
+// refused cursor). It completes at its target, fixed when it starts (the source's head at its first page, or the
+// start's `until`), optionally handing the consumer id over to the live stream consumer; a tailing backfill has no
+// target and waits at the head on a growing durable timer. The handlers hand requests to the shared inbox; the
+// loop takes them in its steps.
 import {
   condition,
   continueAsNew,
@@ -81,6 +83,9 @@ export async function backfillWorkflow(input: BackfillWorkflowInput): Promise<Ba
           return true;
         case 'backoff':
           await steps.backoff();
+          break;
+        case 'at_head':
+          await steps.waitAtHead();
           break;
         case 'paused':
           await steps.waitForResume();

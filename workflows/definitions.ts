@@ -189,6 +189,8 @@ export function backfillWorkflowId(consumerId: string): string {
 export type BackfillPhase =
   | 'backfilling'
   | 'backoff'
+  /** At the source's head below the target, or tailing: a durable timer, then the next page. */
+  | 'at_head'
   | 'awaiting_gap_decision'
   | 'awaiting_quarantine_decision'
   | 'paused'
@@ -206,10 +208,31 @@ export interface BackfillWorkflowInput {
   stream?: string;
   /** Pages per activity run (a bounded run: the workflow's history grows by a few events per run). */
   pagesPerRun?: number;
-  /** When set, the live stream consumer of the same id and filter starts once the backfill reached the head. */
+  /** When set, the live stream consumer of the same id and filter starts once the backfill reached its target. */
   thenStream?: { subscriptionId: string; leaseMs?: number };
+  /**
+   * The target, a journal position: the backfill completes (or hands over) once its applied position reaches it.
+   * Default: the source's head when the backfill starts (the `history.head` of its first page).
+   */
+  until?: number;
+  /**
+   * No target: keep paging as the history grows, waiting at the head on a growing durable timer; the backfill never
+   * completes by itself, so `until` and `thenStream` are not used.
+   */
+  tail?: boolean;
   tuning?: ConsumerTuning;
   carried?: BackfillCarriedState;
+}
+
+/** Where a backfill completes: fixed when it starts, kept across continue-as-new. */
+export interface BackfillTarget {
+  position: number;
+  /** The history the position belongs to; null until a page binds it. */
+  historyId: string | null;
+  /** `head`: the source's head at the backfill's first page; `until`: given with the start (`--until`). */
+  source: 'head' | 'until';
+  /** Workflow time it was fixed (null: given with the start). */
+  fixedAt: string | null;
 }
 
 /** The page run's counters, summed over the backfill's runs. */
@@ -236,6 +259,16 @@ export interface BackfillCarriedState {
   backoffRounds: number;
   /** How the backfill ended: caught up, abandoned, handed over to `whalehunt-consumer:<id>`. */
   ending: string | null;
+  /** The target (absent in states carried by older runs; null: not fixed yet, or tailing). */
+  target?: BackfillTarget | null;
+  /** The source's head as the last run saw it (`history.head` of its last page answer). */
+  sourceHead?: number | null;
+  /** Waits at the head in a row: the growing durable timer of `at_head`. */
+  headWaits?: number;
+  /** While waiting at the head: why, and when the next page is asked (workflow time). */
+  waiting?: { reason: string; until: string } | null;
+  /** The handover to the live stream consumer, once done. */
+  handover?: { workflowId: string; appliedPosition: number; target: number | null; at: string } | null;
 }
 
 export interface BackfillStatus extends BackfillCarriedState {
@@ -244,6 +277,10 @@ export interface BackfillStatus extends BackfillCarriedState {
   filter: StreamFilter;
   stream: string | null;
   thenStream: BackfillWorkflowInput['thenStream'] | null;
+  /** The start's explicit target (`--until`), else null. */
+  until: number | null;
+  /** Tailing: no target, never completes by itself. */
+  tail: boolean;
 }
 
 /** The same wire names as the consumer's (`status`, `resolveGapUpdate`, `resolveQuarantineUpdate`): one CLI. */

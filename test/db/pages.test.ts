@@ -7,6 +7,7 @@ import {
   type PageConsumerHooks,
   type PageHeartbeat,
   type PageOutcome,
+  type PageTarget,
 } from '../../activities/page-consumer.js';
 import { poolPageStore } from '../../activities/index.js';
 import { loadPageProgress, type PageProgress } from '../../db/pages.js';
@@ -108,6 +109,7 @@ function run(
     initialBackoffMs?: number;
     /** Runs after each answer was recorded. */
     afterServed?: (served: Served[]) => void;
+    target?: PageTarget;
   },
 ): Run {
   const abort = new AbortController();
@@ -152,6 +154,7 @@ function run(
     consumerId: opts.consumerId,
     filter: opts.filter ?? {},
     ...(opts.maxPages !== undefined ? { maxPages: opts.maxPages } : {}),
+    ...(opts.target !== undefined ? { target: opts.target } : {}),
   };
   const heartbeats: PageHeartbeat[] = [];
   const outcome = consumePages(deps, input, {
@@ -319,6 +322,89 @@ describe('non-advancing token', () => {
     const outcome = await backfill.outcome;
     expect(outcome).toMatchObject({ kind: 'caught_up', attempts: 3, counters: { pages: 1, requests: 4 } });
     expect(backfill.served.slice(1).every((s) => s.positions!.length === 0 && s.next === s.cursor)).toBe(true);
+  });
+});
+
+describe('target', () => {
+  it('a history that keeps growing: the run fixes its target at the first page and ends there, never spins', async () => {
+    const journal = Journal.generate({ seed: 5, transitions: 60 });
+    const server = await startServer(journal);
+    const consumerId = 'pages-target-head';
+    const head = journal.head;
+    // Two live transitions behind every answer: a run without a target would never see a repeated cursor.
+    const backfill = run(server, {
+      consumerId,
+      limit: 10,
+      target: 'head',
+      afterServed: () => [1, 2].forEach(() => journal.appendGenerated()),
+    });
+    const outcome = await backfill.outcome;
+    expect(outcome).toMatchObject({ kind: 'target_reached', by: 'applied', target: { position: head } });
+    expect(outcome.target?.historyId).toBe(journal.historyId);
+    expect(outcome.progress.appliedPosition).toBeGreaterThanOrEqual(head);
+    // Full pages up to the target, then it stops: no page per live transition.
+    expect(outcome.counters.requests).toBe(outcome.counters.pages);
+    const full = backfill.served.slice(0, -1).map((s) => s.positions!.length);
+    expect(Math.min(...full)).toBeGreaterThanOrEqual(10);
+    expect(backfill.served.at(-1)!.positions!.at(-1)).toBe(outcome.progress.appliedPosition);
+    expect(backfill.heartbeats.at(-1)).toMatchObject({ target: { position: head } });
+    expect(backfill.heartbeats.at(-1)?.head).toBeGreaterThanOrEqual(head);
+    // Every event at or below the applied position has its receipt, once.
+    const state = await dumpState(db.pool, consumerId);
+    const ids = allEvents(journal)
+      .filter((e) => e.position <= outcome.progress.appliedPosition)
+      .map((e) => e.eventId)
+      .sort();
+    expect(receiptIds(state).sort()).toEqual(ids);
+
+    // A run resumed at its target asks the source nothing.
+    const again = await run(server, { consumerId, target: { position: head, historyId: journal.historyId } }).outcome;
+    expect(again).toMatchObject({ kind: 'target_reached', by: 'applied', counters: { requests: 0 } });
+    expect(await dumpState(db.pool, consumerId)).toEqual(state);
+  });
+
+  it('a sparse filter reaches its target when the source says the reader is at its head past it', async () => {
+    // MARKET trades at 31..33 only; the target 40 has no event of the filter at or past it.
+    const journal = oracleJournal(30, [oracleTrade('s1', '0.4'), oracleTrade('s2', '0.5'), oracleTrade('s3', '0.6')]);
+    for (let i = 0; i < 7; i++) journal.appendGenerated();
+    const server = await startServer(journal);
+    const consumerId = 'pages-target-sparse';
+    const backfill = run(server, { consumerId, filter: { markets: [MARKET] }, target: 'head', maxAttempts: 5 });
+    const outcome = await backfill.outcome;
+    expect(outcome).toMatchObject({ kind: 'target_reached', by: 'head', target: { position: 40 } });
+    expect(outcome.progress.appliedPosition).toBe(33);
+    // The first repeated cursor with nothing new ends it: no backoff through every attempt.
+    const last = backfill.served.at(-1)!;
+    expect(last.next).toBe(last.cursor);
+    expect(backfill.served.filter((s) => s.next === s.cursor)).toHaveLength(1);
+    expect(receiptIds(await dumpState(db.pool, consumerId)).sort()).toEqual(['s1', 's2', 's3']);
+  });
+
+  it('a target above the head: caught_up once the source repeats its cursor through the backoff, nothing lost', async () => {
+    const journal = Journal.generate({ seed: 6, transitions: 15 });
+    const server = await startServer(journal);
+    const consumerId = 'pages-target-above';
+    const outcome = await run(server, { consumerId, limit: 100, target: { position: 40, historyId: null } }).outcome;
+    expect(outcome).toMatchObject({
+      kind: 'caught_up',
+      target: { position: 40, historyId: journal.historyId },
+      sourceHistory: { head: 15 },
+      progress: { appliedPosition: 15 },
+    });
+  });
+
+  it('a target of another history cannot be reached: reset (history_rebuilt), nothing applied', async () => {
+    const journal = Journal.generate({ seed: 6, transitions: 15 });
+    const server = await startServer(journal);
+    const consumerId = 'pages-target-rebuilt';
+    const outcome = await run(server, { consumerId, target: { position: 10, historyId: 'an-older-history' } }).outcome;
+    expect(outcome).toMatchObject({
+      kind: 'reset',
+      reason: 'history_rebuilt',
+      history: { id: journal.historyId },
+      counters: { chunks: 0, pages: 0 },
+    });
+    expect(await progress(consumerId)).toMatchObject({ appliedPosition: 0, resumeCursor: null });
   });
 });
 

@@ -2,8 +2,9 @@
 // each cut point of a backfill page (PROTOCOL.md section 8): before and after an event's chunk commit, before
 // and after a durable quarantine receipt, before and after the page barrier (the cursor swap). Temporal retries
 // the run on a fresh worker process; the backfill completes and the database equals the reference fold, every
-// event with exactly one receipt. Then the overlapping page of the section 7 oracle exactly as the reference
-// server serves it, and two attempts racing for the same page.
+// event with exactly one receipt. Then a kill -9 after the backfill reached its target, inside the handover before
+// it commits, with live appends running: it hands over once and the live consumer follows. Then the overlapping
+// page of the section 7 oracle exactly as the reference server serves it, and two attempts racing for the same page.
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { consumePages, type PageOutcome, type PageStore } from '../../activities/page-consumer.js';
@@ -16,9 +17,13 @@ import type { backfillWorkflow } from '../../workflows/index.js';
 import {
   backfillWorkflowId,
   consumerIdSearchAttribute,
+  consumerWorkflowId,
   kindSearchAttribute,
   phaseSearchAttribute,
+  type BackfillWorkflowInput,
 } from '../../workflows/definitions.js';
+import { loadCommitted } from '../../db/index.js';
+import { distinctEventIds, handoverRecord } from './backfill-support.js';
 import { foldExecutions, savedEffects } from '../db/consume-stream-support.js';
 import { dumpState } from '../db/state-dump.js';
 import { useTestDatabase } from '../support/db.js';
@@ -37,12 +42,6 @@ function journalWithQuarantine(): { journal: Journal; quarantineAt: number } {
   const quarantineAt = journal.append({ events: [correction('ghost', 'm-ghost', 2, '0.5', '3')] }).position;
   for (let i = 0; i < 15; i++) journal.appendGenerated();
   return { journal, quarantineAt };
-}
-
-function distinctEventIds(journal: Journal): number {
-  const ids = new Set<string>();
-  for (let i = 0, t = journal.at(0); t; t = journal.at(++i)) for (const event of t.events) ids.add(event.eventId);
-  return ids.size;
 }
 
 describe('kill -9 of the worker at each cut point of a backfill page', () => {
@@ -68,7 +67,12 @@ describe('kill -9 of the worker at each cut point of a backfill page', () => {
   }
 
   /** Starts the backfill, lets the doomed worker crash at `crashAt`, and returns once it died by SIGKILL. */
-  async function crashOnce(stack: Awaited<ReturnType<typeof startStack>>, consumerId: string, crashAt: string) {
+  async function crashOnce(
+    stack: Awaited<ReturnType<typeof startStack>>,
+    consumerId: string,
+    crashAt: string,
+    input: Partial<BackfillWorkflowInput> = {},
+  ) {
     const doomed = spawnWorker({ ...stack.env, WHALEHUNT_TEST_PAGE_CRASH_AT: crashAt });
     res.track(doomed.child, (c) => stopChildProcess(c), 'worker process (crashing)');
     const handle = await stack.testClient.client.workflow.start<typeof backfillWorkflow>('backfillWorkflow', {
@@ -81,6 +85,7 @@ describe('kill -9 of the worker at each cut point of a backfill page', () => {
           pagesPerRun: 3,
           // The killed attempt is noticed by its missing heartbeat; keep that short.
           tuning: { heartbeatTimeoutMs: 2_000, maxActivityAttempts: 20, maxActivityRetryIntervalMs: 1_000 },
+          ...input,
         },
       ],
       typedSearchAttributes: [
@@ -163,6 +168,72 @@ describe('kill -9 of the worker at each cut point of a backfill page', () => {
     const lines = [...doomed.lines, ...survivor.lines];
     expect(lines.filter((line) => !isJsonObject(line))).toEqual([]);
     expect([...lines, ...doomed.stderr, ...survivor.stderr].filter((l) => l.includes(API_KEY))).toEqual([]);
+  });
+
+  it('kill -9 after the target is reached, inside the handover before it commits: it hands over once, the stream follows live', async () => {
+    const journal = Journal.generate({ seed: 80, transitions: 40 });
+    const stack = await startStack(journal, { PAGE_LIMIT: '10', PAGE_CHUNK_SIZE: '4' });
+    const consumerId = 'page-kill-handover';
+    journal.startLiveAppends(10);
+    try {
+      const headAtStart = journal.head;
+      const { handle, doomed } = await crashOnce(stack, consumerId, 'beforeHandoverCommit:1', {
+        thenStream: { subscriptionId: consumerId },
+      });
+      expect(doomed.lines.some((l) => l.includes('"crashAt":"beforeHandoverCommit"'))).toBe(true);
+      // The handover's transaction died with the worker: still a page consumer, at or past its target.
+      const atCrash = (await loadPageProgress(db.pool, consumerId))!;
+      expect(atCrash.appliedPosition).toBeGreaterThanOrEqual(headAtStart);
+      expect(await loadCommitted(db.pool, consumerId)).toBeNull();
+
+      // A fresh worker takes the retried handover over (noticed by its heartbeat timeout), then runs the stream.
+      const survivor = spawnWorker(stack.env);
+      res.track(survivor.child, (c) => stopChildProcess(c), 'worker process');
+      const result = await handle.result();
+      expect(result.phase).toBe('completed');
+      expect(result.target).toMatchObject({ source: 'head', historyId: journal.historyId });
+      expect(result.target!.position).toBeGreaterThanOrEqual(headAtStart);
+      expect(result.handover).toMatchObject({
+        workflowId: consumerWorkflowId(consumerId),
+        appliedPosition: atCrash.appliedPosition,
+      });
+      // Once: one handover activity, its second attempt committed it, one live consumer started.
+      const record = await handoverRecord(handle);
+      expect(record).toEqual({
+        scheduled: 1,
+        completedAttempts: [2],
+        results: [{ kind: 'handed_over', appliedPosition: atCrash.appliedPosition }],
+        childStarts: [consumerWorkflowId(consumerId)],
+      });
+      expect(await loadPageProgress(db.pool, consumerId)).toBeNull();
+
+      const later = journal.head + 10;
+      await waitFor(async () => ((await loadCommitted(db.pool, consumerId))?.position ?? 0) >= later, {
+        description: `the live consumer to follow the live appends past ${later}`,
+        timeoutMs: 60_000,
+      });
+      journal.stopLiveAppends();
+      await waitFor(async () => (await loadCommitted(db.pool, consumerId))?.position === journal.head, {
+        description: `the live consumer to commit the head ${journal.head}`,
+        timeoutMs: 60_000,
+      });
+      const saved = await savedEffects(db.pool, consumerId);
+      expect(saved.executions).toEqual(foldExecutions(journal));
+      expect(saved.receiptIds).toHaveLength(distinctEventIds(journal));
+      expect(saved.receiptIds).toHaveLength(new Set(saved.receiptIds).size);
+
+      const consumer = stack.testClient.client.workflow.getHandle(consumerWorkflowId(consumerId));
+      await consumer.terminate('test finished');
+      survivor.child.kill('SIGTERM');
+      expect(await survivor.exited).toEqual({ code: 0, signal: null });
+      await res.close(survivor.child);
+      const lines = [...doomed.lines, ...survivor.lines];
+      expect([...lines, ...doomed.stderr, ...survivor.stderr].filter((l) => l.includes(API_KEY))).toEqual([]);
+    } finally {
+      journal.stopLiveAppends();
+    }
+    await res.close(stack.testClient);
+    await res.close(stack.server);
   });
 
   it('the overlapping page (saved C7, applied 105; page 104, 106, 107 → C8; crash after 106) resumes from C7', async () => {

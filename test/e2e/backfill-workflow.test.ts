@@ -2,8 +2,9 @@
 // reference server's page endpoint): the CLI `backfill` follows it to `completed` at the head and the database
 // equals the reference fold; `status` and `list` show a backfill; a held quarantine and a refused cursor wait for
 // decisions taken through the CLI's updates (validated synchronously); pause and resume; a non-advancing source is
-// backed off, never spun; zero-item pages advance; --then-stream hands over to the live consumer with every event
-// applied exactly once. Every history replays and holds no API key.
+// backed off, never spun; zero-item pages advance; against a live source, --then-stream completes at the target fixed
+// when it started, hands over once and the live consumer follows, every event applied exactly once; --tail waits at
+// the head instead of spinning; --until stops at its position. Every history replays and holds no API key.
 import { describe, expect, it } from 'vitest';
 import { loadCommitted } from '../../db/index.js';
 import { loadPageProgress } from '../../db/pages.js';
@@ -29,6 +30,7 @@ import { useTestDatabase } from '../support/db.js';
 import { useResources } from '../support/leaks.js';
 import { temporalTarget, waitFor, waitForQuery } from '../support/temporal.js';
 import { API_KEY, correction, journalOf, trade, withConsumerStack, type ConsumerStack } from './consumer-harness.js';
+import { distinctEventIds, eventsThrough, handoverRecord } from './backfill-support.js';
 import { expectReplayable } from './replay-check.js';
 
 const db = useTestDatabase();
@@ -93,7 +95,7 @@ async function expectFold(journal: Journal, consumerId: string) {
 describe('backfillWorkflow', () => {
   const res = useResources();
 
-  it('the CLI follows it to completed at the head; status and list show a backfill; a second run changes nothing', async () => {
+  it('the CLI follows it to completed at its target (the head); status and list show a backfill; a second run changes nothing', async () => {
     const journal = Journal.generate({ seed: 61, transitions: 40 });
     await withConsumerStack(res, db, { journal, env: PAGE_ENV }, async (stack) => {
       const run = cli(stack);
@@ -102,9 +104,13 @@ describe('backfillWorkflow', () => {
       stack.track(stack.client.workflow.getHandle(backfillWorkflowId(consumerId)));
       expect(first, first.stderr).toMatchObject({ code: 0 });
       expect(first.stdout).toContain(`workflow ${backfillWorkflowId(consumerId)}`);
+      const head = journal.history.head;
+      expect(first.stdout).toContain("target: the source's head at the first page");
       expect(first.stdout).toMatch(/^ {2}backfilling {2}/m);
-      expect(first.stdout).toMatch(new RegExp(`^ {2}completed {2}applied position ${journal.history.head} `, 'm'));
-      expect(first.stdout).toContain(`completed: caught up at the head, applied position ${journal.history.head}`);
+      expect(first.stdout).toMatch(new RegExp(`^ {2}completed {2}applied ${head} of ${head} `, 'm'));
+      expect(first.stdout).toContain(
+        `completed: reached its target ${head} (the source's head when it started), applied position ${head}`,
+      );
       expect(await loadPageProgress(db.pool, consumerId)).toMatchObject({ appliedPosition: journal.history.head });
       const applied = await expectFold(journal, consumerId);
 
@@ -112,12 +118,16 @@ describe('backfillWorkflow', () => {
       const metadata = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
       expect(metadata.currentDetails).toContain(`## Backfill \`${consumerId}\`: completed`);
       expect(metadata.currentDetails).toContain(`| applied position | ${journal.history.head} (version`);
+      expect(metadata.currentDetails).toContain(`| progress | applied ${head} of ${head} |`);
+      expect(metadata.currentDetails).toContain(`| target | ${head} (the source's head at the first page, `);
 
       const status = await run('status', '--consumer', consumerId);
       expect(status, status.stderr).toMatchObject({ code: 0 });
       expect(status.stdout).toContain('backfill (paginated history source)');
       expect(status.stdout).toMatch(new RegExp(`applied position\\s+${journal.history.head}\\b`));
-      expect(status.stdout).toMatch(/ended\s+caught up at the head/);
+      expect(status.stdout).toMatch(new RegExp(`progress\\s+applied ${head} of ${head}\n`));
+      expect(status.stdout).toMatch(new RegExp(`target\\s+${head} \\(the source's head at the first page, `));
+      expect(status.stdout).toMatch(/ended\s+reached its target/);
       await waitFor(
         async () => {
           const listed = await run('list', '--consumer', consumerId);
@@ -129,7 +139,7 @@ describe('backfillWorkflow', () => {
       // A finished backfill runs again from the saved cursor: nothing new, nothing changed.
       const second = await run('backfill', '--consumer', consumerId, '--filter', '{}');
       expect(second, second.stderr).toMatchObject({ code: 0 });
-      expect(second.stdout).toContain('completed: caught up at the head');
+      expect(second.stdout).toContain(`completed: reached its target ${head}`);
       expect(second.stdout).toMatch(/new 0 {2}recognised \d+/);
       expect(await dumpState(db.pool, consumerId)).toEqual(applied.state);
       for (const result of [first, second, status]) expect(result.stdout + result.stderr).not.toContain(API_KEY);
@@ -318,40 +328,67 @@ describe('backfillWorkflow', () => {
     );
   });
 
-  it('--then-stream hands over to the live consumer: every event once, the overlap recognised by receipts', async () => {
-    const journal = Journal.generate({ seed: 65, transitions: 30 });
+  it('--then-stream against a live source: completes at the target fixed when it started, hands over once, the stream follows live; every event once', async () => {
+    const journal = Journal.generate({ seed: 65, transitions: 120 });
     await withConsumerStack(res, db, { journal, env: PAGE_ENV }, async (stack) => {
       const run = cli(stack);
       const consumerId = 'bf-handover';
-      const started = await run('backfill', '--consumer', consumerId, '--filter', '{}', '--then-stream', '--detach');
-      expect(started, started.stderr).toMatchObject({ code: 0 });
-      expect(started.stdout).toContain('detached');
-      const backfill = stack.client.workflow.getHandle<typeof backfillWorkflow>(backfillWorkflowId(consumerId));
-      stack.track(backfill);
-      const ended = await backfill.result();
-      expect(ended.ending).toContain(`handed over to ${consumerWorkflowId(consumerId)}`);
-      const backfilled = await expectFold(journal, consumerId);
+      const headAtStart = journal.head;
+      // 20 live transitions a second all along: before this change the backfill paged them one or two at a time,
+      // never met a repeated cursor, and never handed over.
+      journal.startLiveAppends(20);
+      try {
+        const started = await run('backfill', '--consumer', consumerId, '--filter', '{}', '--then-stream', '--detach');
+        expect(started, started.stderr).toMatchObject({ code: 0 });
+        expect(started.stdout).toContain('detached');
+        const backfill = stack.client.workflow.getHandle<typeof backfillWorkflow>(backfillWorkflowId(consumerId));
+        stack.track(backfill);
+        const ended = await backfill.result();
+        const target = ended.target!;
+        expect(target).toMatchObject({ source: 'head', historyId: journal.historyId });
+        expect(target.position).toBeGreaterThanOrEqual(headAtStart);
+        expect(ended.handover).toMatchObject({ workflowId: consumerWorkflowId(consumerId), target: target.position });
+        const handedOverAt = ended.handover!.appliedPosition;
+        expect(handedOverAt).toBeGreaterThanOrEqual(target.position);
+        expect(ended.ending).toContain(`handed over to ${consumerWorkflowId(consumerId)} after applied position`);
+        expect(ended.ending).toContain(`(target ${target.position})`);
+        // Full pages up to the target (PAGE_LIMIT events each), then the handover: no page per live transition.
+        expect(ended.counters.pages).toBeLessThanOrEqual(
+          Math.ceil(eventsThrough(journal, handedOverAt) / Number(PAGE_ENV.PAGE_LIMIT)) + 1,
+        );
+        // The handover is in the backfill's history, once: one activity, one child start.
+        const record = await handoverRecord(backfill);
+        expect(record).toMatchObject({
+          scheduled: 1,
+          completedAttempts: [1],
+          childStarts: [consumerWorkflowId(consumerId)],
+        });
+        expect(record.results).toEqual([{ kind: 'handed_over', appliedPosition: handedOverAt }]);
+        expect(await loadPageProgress(db.pool, consumerId)).toBeNull();
 
-      const consumer = stack.client.workflow.getHandle<typeof consumerWorkflow>(consumerWorkflowId(consumerId));
-      stack.track(consumer);
-      // Events appended after the backfill's last page, before and while the stream runs: none may be lost.
-      for (let i = 0; i < 5; i++) journal.appendGenerated();
+        // The live consumer replays from the floor and then follows the live appends.
+        const consumer = stack.client.workflow.getHandle<typeof consumerWorkflow>(consumerWorkflowId(consumerId));
+        stack.track(consumer);
+        const later = journal.head + 20;
+        await waitFor(async () => ((await loadCommitted(db.pool, consumerId))?.position ?? 0) >= later, {
+          description: `the live consumer to follow the live appends past ${later}`,
+          timeoutMs: 60_000,
+        });
+      } finally {
+        journal.stopLiveAppends();
+      }
       await waitFor(async () => (await loadCommitted(db.pool, consumerId))?.position === journal.head, {
         description: `the live consumer to commit the head ${journal.head}`,
         timeoutMs: 60_000,
       });
-      for (let i = 0; i < 3; i++) journal.appendGenerated();
-      await waitFor(async () => (await loadCommitted(db.pool, consumerId))?.position === journal.head, {
-        description: `the live consumer to commit the new head ${journal.head}`,
-        timeoutMs: 60_000,
-      });
+      // The database equals the reference fold at the stream's committed position: every event once, none skipped.
       const after = await expectFold(journal, consumerId);
-      expect(after.receiptIds.length).toBeGreaterThan(backfilled.receiptIds.length);
+      expect(after.receiptIds).toHaveLength(distinctEventIds(journal));
       // The stream started at the floor: everything the backfill applied came again, and its receipts recognised it.
       const subscription = stack.server.subscriptions.find((s) => s.consumerId === consumerId);
       expect(subscription?.mode).toBe('from_floor');
+      const consumer = stack.client.workflow.getHandle<typeof consumerWorkflow>(consumerWorkflowId(consumerId));
       expect((await consumer.query(statusQuery)).phase).toBe('streaming');
-      expect(await loadPageProgress(db.pool, consumerId)).toBeNull();
       await waitFor(
         async () => {
           const listed = await run('list', '--consumer', consumerId);
@@ -359,6 +396,58 @@ describe('backfillWorkflow', () => {
         },
         { description: 'list to show the live consumer', timeoutMs: 20_000 },
       );
+    });
+  });
+
+  it('--tail has no target: at the head it waits on a growing timer and says so, one request a round; --until stops at its position', async () => {
+    const journal = Journal.generate({ seed: 66, transitions: 30 });
+    await withConsumerStack(res, db, { journal, env: PAGE_ENV }, async (stack) => {
+      const run = cli(stack);
+      const consumerId = 'bf-tail';
+      const handle = await startBackfill(stack, {
+        consumerId,
+        tail: true,
+        tuning: { backoffInitialMs: 200, backoffMaxMs: 800 },
+      });
+      const atHead = await waitForBackfill(
+        handle,
+        'waiting at the head',
+        (s) => s.phase === 'at_head' && s.waiting !== null && s.progress?.appliedPosition === journal.head,
+      );
+      expect(atHead.waiting?.reason).toMatch(/^tailing: at the source's head \d+ \(applied \d+\); the next page in/);
+      expect(atHead.target).toBeNull();
+      const metadata = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+      expect(metadata.currentDetails).toContain('**At the head until');
+      expect(metadata.currentDetails).toContain('| target | none: tailing');
+      const status = await run('status', '--consumer', consumerId);
+      expect(status.stdout).toMatch(/phase\s+at_head/);
+      expect(status.stdout).toMatch(/target\s+none: tailing/);
+      expect(status.stdout).toMatch(/at the head\s+tailing: at the source's head/);
+
+      // Nothing new: each round asks once (the repeated cursor says "at the head"), and the waits grow.
+      const rounds = await waitForBackfill(handle, 'three more rounds at the head', (s) => s.runs >= atHead.runs + 3);
+      expect(rounds.counters.requests - atHead.counters.requests).toBe(rounds.runs - atHead.runs);
+      expect(rounds.headWaits).toBeGreaterThan(atHead.headWaits!);
+
+      // The history grows: the next round applies it, then waits again.
+      for (let i = 0; i < 5; i++) journal.appendGenerated();
+      await waitForBackfill(
+        handle,
+        'the new transitions applied, at the head again',
+        (s) => s.phase === 'at_head' && s.progress?.appliedPosition === journal.head,
+      );
+      await expectFold(journal, consumerId);
+      expect((await handle.describe()).status.name).toBe('RUNNING');
+
+      // --until: complete once the applied position reaches the position, however far the history goes.
+      const until = await run('backfill', '--consumer', 'bf-until', '--filter', '{}', '--until', '12');
+      stack.track(stack.client.workflow.getHandle(backfillWorkflowId('bf-until')));
+      expect(until, until.stderr).toMatchObject({ code: 0 });
+      expect(until.stdout).toContain('target 12');
+      expect(until.stdout).toMatch(/completed: reached its target 12 \(given with --until\), applied position \d+/);
+      const applied = (await loadPageProgress(db.pool, 'bf-until'))!.appliedPosition;
+      expect(applied).toBeGreaterThanOrEqual(12);
+      expect(applied).toBeLessThan(journal.head);
     });
   });
 

@@ -1,7 +1,8 @@
 // `whalehunt-consumer backfill --direct` (the Temporal-free run for scripts) as operators run it (cli/bin.js as
 // a child process) against the reference server's page endpoint and a real Postgres: a run applies the history
-// once and a second run changes nothing; --max-pages stops resumably; a stop that needs an operator exits 1
-// naming it; backfill-status shows the saved progress; the API key is in no output.
+// once up to its target (the head at its first page) and a second run changes nothing; --max-pages and --until stop
+// resumably; a stop that needs an operator exits 1 naming it; backfill-status shows the saved progress; the API key
+// is in no output.
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { loadPageProgress } from '../../db/pages.js';
@@ -53,7 +54,12 @@ describe('whalehunt-consumer backfill against the reference page source', () => 
     const first = await run('backfill', '--direct', '--consumer', consumerId, '--filter', '{}');
     expect(first, first.stderr).toMatchObject({ code: 0 });
     expect(first.stdout).toContain(`backfill ${consumerId}: first run`);
-    expect(first.stdout).toContain('caught up');
+    const head = journal.history.head;
+    expect(first.stdout).toContain(
+      `  target ${head} (the source's head at the first page; history ${journal.historyId})`,
+    );
+    expect(first.stdout).toMatch(new RegExp(`applied position ${head} of ${head} `));
+    expect(first.stdout).toContain(`reached the target ${head}: applied position ${head}`);
     const progress = await loadPageProgress(db.pool, consumerId);
     expect(progress).toMatchObject({ appliedPosition: journal.history.head, historyId: journal.historyId });
     const applied = await dumpState(db.pool, consumerId);
@@ -63,6 +69,9 @@ describe('whalehunt-consumer backfill against the reference page source', () => 
     const second = await run('backfill', '--direct', '--consumer', consumerId, '--filter', '{}');
     expect(second, second.stderr).toMatchObject({ code: 0 });
     expect(second.stdout).toContain(`resuming at applied position ${journal.history.head}`);
+    // At the head: the first answer repeats the saved cursor with nothing new, and the head is the target.
+    expect(second.stdout).toContain(`reached the target ${head}: the source's head ${head} is at or past it`);
+    expect(second.stdout).toContain('requests 1  pages 0');
     expect(second.stdout).toMatch(/new 0 {2}recognised \d+/);
     expect(await dumpState(db.pool, consumerId)).toEqual(applied);
     expect((await loadPageProgress(db.pool, consumerId))?.appliedPosition).toBe(journal.history.head);
@@ -91,9 +100,28 @@ describe('whalehunt-consumer backfill against the reference page source', () => 
     expect(partial!.appliedPosition).toBeGreaterThan(0);
     expect(partial!.appliedPosition).toBeLessThan(journal.history.head);
 
+    // --until: a target of its own, however far the history goes.
+    const until = partial!.appliedPosition + 5;
+    const bounded = await run(
+      'backfill',
+      '--direct',
+      '--consumer',
+      consumerId,
+      '--filter',
+      '{}',
+      '--until',
+      `${until}`,
+    );
+    expect(bounded, bounded.stderr).toMatchObject({ code: 0 });
+    expect(bounded.stdout).toContain(`  target ${until} (given with --until;`);
+    expect(bounded.stdout).toMatch(new RegExp(`reached the target ${until}: applied position \\d+`));
+    const stopped = (await loadPageProgress(db.pool, consumerId))!.appliedPosition;
+    expect(stopped).toBeGreaterThanOrEqual(until);
+    expect(stopped).toBeLessThan(journal.history.head);
+
     const rest = await run('backfill', '--direct', '--consumer', consumerId, '--filter', '{}');
     expect(rest, rest.stderr).toMatchObject({ code: 0 });
-    expect(rest.stdout).toContain(`resuming at applied position ${partial!.appliedPosition}`);
+    expect(rest.stdout).toContain(`resuming at applied position ${stopped}`);
     expect((await loadPageProgress(db.pool, consumerId))?.appliedPosition).toBe(journal.history.head);
     const saved = await dumpState(db.pool, consumerId);
     expect(saved.receipts.length).toBe(distinctEventIds(journal));

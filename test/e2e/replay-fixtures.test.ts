@@ -16,6 +16,8 @@ describe('recorded workflow histories', () => {
     expect(files).toEqual([
       'backfill-held-quarantine.json',
       'backfill-pause-backoff.json',
+      'backfill-tail-at-head.json',
+      'backfill-target-handover.json',
       'consumer-gap-decision.json',
       'consumer-progress-pause.json',
       'consumer-rebind.json',

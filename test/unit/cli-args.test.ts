@@ -280,6 +280,8 @@ describe('parseCommand', () => {
       maxPages: 3,
       detach: false,
       thenStream: null,
+      until: undefined,
+      tail: false,
     });
     expect(parseCommand(['backfill', '--consumer', 'b1', '--filter', '{}'])).toMatchObject({
       filter: {},
@@ -296,6 +298,8 @@ describe('parseCommand', () => {
       maxPages: undefined,
       detach: true,
       thenStream: { subscriptionId: 'b1' },
+      until: undefined,
+      tail: false,
     });
     expect(
       parseCommand(['backfill', '--consumer', 'b1', '--filter', '{}', '--then-stream', '--subscription', 's9']),
@@ -304,7 +308,32 @@ describe('parseCommand', () => {
       'backfill: --max-pages is for --direct runs',
     );
     expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--direct', '--then-stream']).message).toBe(
-      'backfill: --detach and --then-stream need the workflow; drop --direct',
+      'backfill: --detach, --then-stream and --tail need the workflow; drop --direct',
+    );
+    // The target: --until POSITION (the workflow or --direct), or none with --tail (the workflow, nothing after it).
+    expect(
+      parseCommand(['backfill', '--consumer', 'b1', '--filter', '{}', '--until', '1750', '--then-stream']),
+    ).toMatchObject({ until: 1750, tail: false, thenStream: { subscriptionId: 'b1' } });
+    expect(parseCommand(['backfill', '--consumer', 'b1', '--filter', '{}', '--direct', '--until', '9'])).toMatchObject({
+      direct: true,
+      until: 9,
+    });
+    expect(parseCommand(['backfill', '--consumer', 'b1', '--filter', '{}', '--tail', '--detach'])).toMatchObject({
+      tail: true,
+      until: undefined,
+      thenStream: null,
+    });
+    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--until', '0']).message).toBe(
+      'backfill: --until must be at least 1',
+    );
+    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--tail', '--then-stream']).message).toBe(
+      'backfill: --tail has no target, so it never completes and never hands over: drop --until and --then-stream',
+    );
+    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--tail', '--until', '5']).message).toContain(
+      '--tail has no target',
+    );
+    expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--tail', '--direct']).message).toBe(
+      'backfill: --detach, --then-stream and --tail need the workflow; drop --direct',
     );
     expect(usageError(['backfill', '--consumer', 'b1', '--filter', '{}', '--subscription', 's9']).message).toBe(
       'backfill: --subscription is for --then-stream',

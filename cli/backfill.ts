@@ -73,7 +73,7 @@ export async function runBackfill(cmd: BackfillCommand, env: NodeJS.ProcessEnv, 
       lastChunks = counters.chunks;
       const of = target ? ` of ${formatCount(target.position)}` : '';
       say(
-        `  pages ${counters.pages}  chunks ${counters.chunks}  applied position ${appliedPosition}${of}  version ${version}  new ${counters.applied}  recognised ${counters.recognised}`,
+        `  pages ${counters.pages}  chunks ${counters.chunks}  applied position ${formatCount(appliedPosition)}${of}  version ${version}  new ${counters.applied}  recognised ${counters.recognised}`,
       );
     };
     const outcome = await consumePages(
@@ -94,7 +94,7 @@ export async function runBackfill(cmd: BackfillCommand, env: NodeJS.ProcessEnv, 
     const { counters, progress } = outcome;
     say(describeOutcome(outcome));
     say(
-      `  applied position ${progress.appliedPosition}  version ${progress.version}  requests ${counters.requests}  pages ${counters.pages}` +
+      `  applied position ${formatCount(progress.appliedPosition)}  version ${progress.version}  requests ${counters.requests}  pages ${counters.pages}` +
         `  new ${counters.applied}  recognised ${counters.recognised}  duplicates ${counters.duplicates}  no effect ${counters.noEffect}  quarantined ${counters.quarantined}`,
     );
     if (DONE_KINDS.has(outcome.kind)) return 0;

@@ -8,7 +8,7 @@
 // the rows alternating. Postgres's and the reference server's CPU over each timed window come from /proc, read by
 // this process at the window's edges.
 //
-// `npx tsx bench/backfill.ts` runs it (bench/main.ts's table does not list it yet: add `backfill: runBackfillBench`).
+// `npm run bench -- backfill` (or `npx tsx bench/backfill.ts`) runs it.
 // This file is also the page run's process (BENCH_BACKFILL_RUN set). Writes bench/results/backfill.json and .md.
 import { pageSourceUrl, poolPageStore } from '../activities/index.js';
 import { consumePages } from '../activities/page-consumer.js';

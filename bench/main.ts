@@ -3,6 +3,7 @@
 // baseline ref ("before", default today's main, or the bench's own in BASELINES) checked out into a temporary git
 // worktree; `all` then writes bench/results/summary.md and the chart.
 import { ALERTS_BASELINE_REF, runAlertsBench } from './alerts.js';
+import { runBackfillBench } from './backfill.js';
 import { runCommitBench } from './commit.js';
 import { runCommitLeanBench } from './commit-lean.js';
 import { runCpuBench } from './cpu.js';
@@ -17,6 +18,7 @@ import { runTemporalBench } from './temporal.js';
 
 const BENCHES: Record<string, (ctx: BenchContext) => Promise<void>> = {
   alerts: runAlertsBench,
+  backfill: runBackfillBench,
   cpu: runCpuBench,
   stream: runStreamBench,
   commit: runCommitBench,
@@ -29,6 +31,8 @@ const BENCHES: Record<string, (ctx: BenchContext) => Promise<void>> = {
 };
 /** A bench's own default baseline, when run alone: alerts compares against the dispatcher before NOTIFY. */
 const BASELINES: Record<string, string> = { alerts: ALERTS_BASELINE_REF };
+/** Benches whose anchor is measured in this tree (backfill: the stream's replay of the same history): no worktree. */
+const SAME_TREE_ANCHOR = new Set(['backfill']);
 /**
  * What `all` runs: takeover is a long kill -9 scenario of its own, and alerts a 5-minute one against a baseline of
  * its own; temporal and scale need a Temporal CLI (TEMPORAL_CLI), so they join only when one is given.
@@ -54,7 +58,10 @@ if (name === 'summary') {
   );
   process.exitCode = 2;
 } else {
-  const ref = baselineRef(args, names.length === 1 ? BASELINES[names[0]!] : undefined);
+  const ref =
+    names.length === 1 && SAME_TREE_ANCHOR.has(names[0]!)
+      ? null
+      : baselineRef(args, names.length === 1 ? BASELINES[names[0]!] : undefined);
   const before = ref ? checkoutBaseline(ref) : null;
   try {
     const ctx: BenchContext = { after: currentTarget(), before, args };

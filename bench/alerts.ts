@@ -24,7 +24,13 @@ import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { AlertsRunResult } from './alerts-run.js';
-import { postgresCpu, processCpuMs, type PostgresCpu, type PostgresCpuSample } from './proc-cpu.js';
+import {
+  describePostgresCpu,
+  postgresCpu,
+  processCpuMs,
+  type PostgresCpu,
+  type PostgresCpuSample,
+} from './proc-cpu.js';
 import {
   ADMIN_DATABASE_URL,
   ROOT,
@@ -742,9 +748,7 @@ export async function runAlertsBench(ctx: BenchContext): Promise<void> {
     'writer and the receiver) over the same window. The dispatcher',
     'logs nothing below warn in either tree (the tree before logs one info line per alert in production). New-tree POSTs',
     'are signed (Standard Webhooks, one secret).',
-    postgres.available
-      ? `Postgres postmaster pid ${postgres.postmasterPid}.`
-      : `Postgres CPU not measured: ${postgres.reason}.`,
+    describePostgresCpu(postgres),
     describeMachine(start, end),
     '',
     '## targets',

@@ -15,7 +15,14 @@ import { consumePages } from '../activities/page-consumer.js';
 import { createPool, migrate } from '../db/index.js';
 import { NO_ACTIONS } from '../protocol/types.js';
 import { isEntryPoint } from '../worker/entry-point.js';
-import { HAS_PROC, postgresCpu, processCpuMs, type PostgresCpu, type PostgresCpuSample } from './proc-cpu.js';
+import {
+  describePostgresCpu,
+  HAS_PROC,
+  postgresCpu,
+  processCpuMs,
+  type PostgresCpu,
+  type PostgresCpuSample,
+} from './proc-cpu.js';
 import { API_KEY, SEED, probeHead, startSimulator, stopSimulator, type Simulator } from './simulator-process.js';
 import { streamRun } from './stream.js';
 import {
@@ -327,9 +334,7 @@ export async function runBackfillBench(ctx: BenchContext): Promise<void> {
       'cpu = the whole Postgres server over the timed window (any other client counts too); server cpu = the reference',
       'server process. target = the head at the first page; applied = where the run stopped (its last page covers the',
       'live transitions appended meanwhile); requests = pages: no page per live transition.',
-      postgres.available
-        ? `Postgres postmaster pid ${postgres.postmasterPid}.`
-        : `Postgres CPU not measured: ${postgres.reason}.`,
+      describePostgresCpu(postgres),
       describeMachine(start, end),
       '',
       ...table(

@@ -83,6 +83,13 @@ export type PostgresCpu =
 
 const LOCAL_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1', '']);
 
+/** The results' line about where Postgres CPU came from (or why it was not measured). */
+export function describePostgresCpu(postgres: PostgresCpu): string {
+  return postgres.available
+    ? `Postgres postmaster pid ${postgres.postmasterPid}.`
+    : `Postgres CPU not measured: ${postgres.reason}.`;
+}
+
 /**
  * Finds the Postgres server at `url` in /proc: the parent of the backend that serves a connection is the
  * postmaster. Unavailable when there is no /proc, the server is not on this machine, or the backend's pid is

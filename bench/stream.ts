@@ -7,7 +7,14 @@
 // the reference server's CPU over each timed run are read from /proc by this process, at the edges of the run's
 // timed window. The live heap is measured in a separate, untimed pass (forced GCs), never inside a timed run.
 // Writes bench/results/stream.json and stream.md.
-import { HAS_PROC, postgresCpu, processCpuMs, type PostgresCpu, type PostgresCpuSample } from './proc-cpu.js';
+import {
+  describePostgresCpu,
+  HAS_PROC,
+  postgresCpu,
+  processCpuMs,
+  type PostgresCpu,
+  type PostgresCpuSample,
+} from './proc-cpu.js';
 import { SEED, probeHead, replayFrames, startSimulator, stopSimulator, type Simulator } from './simulator-process.js';
 import type { StreamRunResult } from './stream-run.js';
 import {
@@ -209,9 +216,7 @@ export async function runStreamBench(ctx: BenchContext): Promise<void> {
     'comes first (it generates the journal as it is first read). postgres cpu = the whole Postgres server (postmaster,',
     'its live and exited children) over the timed window, from /proc: any other client of the server counts too; run',
     "backends = the live backends of the run's own database alone; server cpu = the reference server process.",
-    postgres.available
-      ? `Postgres postmaster pid ${postgres.postmasterPid}.`
-      : `Postgres CPU not measured: ${postgres.reason}.`,
+    describePostgresCpu(postgres),
     describeMachine(start, end),
     '',
     ...table(

@@ -12,6 +12,8 @@ import type { StagingLimits } from '../protocol/staging.js';
 import type { ActionRules, CheckpointPlan, CommittedState, QuarantinePolicy } from '../protocol/types.js';
 import type { CheckpointOutcome, CommitResult } from '../db/commit.js';
 import { RecentExecutions } from '../db/recent-executions.js';
+import { StaleLeaseAttempt } from '../db/errors.js';
+import type { LeaseAttempt, LeaseRequest } from '../db/state.js';
 import type { ConsumerMetrics } from './metrics.js';
 import { StreamConnection, type ConnectionEnd, type OutcomeStop } from './stream-connection.js';
 import { DatabaseBehind, StreamTransportError } from './stream-errors.js';
@@ -50,8 +52,11 @@ export interface ConsumeStreamConfig {
 export interface ConsumeStreamDeps {
   /** db functions bound to a pool */
   store: {
-    /** With `existingOnly`, a consumer without a row gets none (null): nothing is written. */
-    acquireLease(consumerId: string, options: { existingOnly: boolean }): Promise<CommittedState | null>;
+    /**
+     * With `existingOnly`, a consumer without a row gets none (null): nothing is written. With `attempt`, refused
+     * (StaleLeaseAttempt) when a later attempt of the same activity holds the lease.
+     */
+    acquireLease(consumerId: string, request: LeaseRequest): Promise<CommittedState | null>;
     /**
      * Commits consecutive checkpoints of one session (one, or a run that waited behind an earlier commit):
      * plans[0].fence is the fence, each later plan is fenced on the version the previous one commits. One outcome
@@ -78,6 +83,13 @@ export interface ConsumeStreamContext {
   /** Offered every reading the run heartbeats; passes some on to the workflow (activities/progress-reporter.ts). */
   report?(reading: ProgressReading): void;
   signal: AbortSignal;
+  /**
+   * This run retries an attempt that stopped heartbeating (its worker killed or frozen): the run's number of
+   * attempts so far and the counters of the last heartbeat it sent, which this attempt goes on from.
+   */
+  takeover?: { attempt: number; counters: StreamCounters | null };
+  /** The Temporal attempt running this run: a late start of an earlier attempt is refused the lease. */
+  attempt?: LeaseAttempt;
 }
 
 interface StartPlan {
@@ -96,24 +108,44 @@ export async function consumeStream(
   // The workflow holds a committed copy: a database without this consumer is behind (restored, or another
   // database), and nothing may be written for it.
   const existingOnly = expected !== null && (expected.version > 0 || expected.token !== null);
-  const state = await deps.store.acquireLease(input.consumerId, { existingOnly });
+  const state = await deps.store
+    .acquireLease(input.consumerId, { existingOnly, ...(ctx.attempt ? { attempt: ctx.attempt } : {}) })
+    .catch((error: unknown) => {
+      if (error instanceof StaleLeaseAttempt) {
+        deps.log.warn('lease refused: a later attempt of this run has taken over', {
+          consumerId: input.consumerId,
+          attempt: error.attempt,
+          holderAttempt: error.holderAttempt,
+        });
+      }
+      throw error;
+    });
   if (state === null || (expected !== null && state.version < expected.version)) {
     throw new DatabaseBehind(input.consumerId, state?.version ?? null, expected?.version ?? 0);
   }
   deps.metrics?.leaseStarted(input.consumerId, state.position);
+  if (ctx.takeover) {
+    deps.log.warn('lease taken over from an attempt that stopped heartbeating', {
+      consumerId: input.consumerId,
+      attempt: ctx.takeover.attempt,
+      position: state.position,
+      leaseEpoch: state.leaseEpoch,
+    });
+  }
   deps.log.info('lease started', {
     consumerId: input.consumerId,
     leaseMs: input.leaseMs,
     start: input.start.mode,
     position: state.position,
     leaseEpoch: state.leaseEpoch,
+    ...(ctx.attempt ? { attempt: ctx.attempt.number } : {}),
   });
   return new StreamRun(deps, input, ctx, state).run();
 }
 
 class StreamRun {
   readonly #fence = new SessionFence();
-  readonly #counters: StreamCounters = emptyCounters();
+  readonly #counters: StreamCounters;
   /** What this run's commits wrote and read: its corrections of them commit in one statement. */
   readonly #recentExecutions = new RecentExecutions();
   #state: CommittedState;
@@ -129,6 +161,8 @@ class StreamRun {
     state: CommittedState,
   ) {
     this.#state = state;
+    // A retried attempt goes on from the counters its predecessor last heartbeated: its work stays in the totals.
+    this.#counters = { ...(ctx.takeover?.counters ?? emptyCounters()) };
   }
 
   async run(): Promise<ConsumeOutcome> {

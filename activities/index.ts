@@ -14,6 +14,7 @@ import {
   recordBindingDecision,
   recordGapDecision,
   resolveQuarantine,
+  StaleLeaseAttempt,
   StorageFailure,
   summarizeOutbox,
   UnknownConsumer,
@@ -58,13 +59,14 @@ import {
   type PageOutcome,
   type PageStore,
 } from './page-consumer.js';
-import type {
-  BindingDecision,
-  CheckpointSummary,
-  ConsumeOutcome,
-  ConsumeStreamInput,
-  GapDecision,
-  QuarantineDecision,
+import {
+  heartbeatCounters,
+  type BindingDecision,
+  type CheckpointSummary,
+  type ConsumeOutcome,
+  type ConsumeStreamInput,
+  type GapDecision,
+  type QuarantineDecision,
 } from './types.js';
 
 /** The settings the activities need; the worker's configuration provides them. */
@@ -217,7 +219,7 @@ export function createActivities(deps: ActivityDeps) {
         details: [{ code: error.code }],
       });
     }
-    if (error instanceof LeaseLost || error instanceof DatabaseBehind) {
+    if (error instanceof LeaseLost || error instanceof DatabaseBehind || error instanceof StaleLeaseAttempt) {
       return ApplicationFailure.create({
         type: error.name,
         message: scrub(error.message),
@@ -241,6 +243,24 @@ export function createActivities(deps: ActivityDeps) {
     }
     if (error.name === 'AbortError') return error;
     return ApplicationFailure.create({ type: error.name, message: scrub(error.message) });
+  }
+
+  /**
+   * guarded, with every failure non-retryable: the server retries a lease only when it timed out (its worker gone);
+   * a failure the run raises goes to the workflow, which counts it and backs off.
+   */
+  async function finalFailures<T>(run: () => Promise<T>): Promise<T> {
+    try {
+      return await guarded(run);
+    } catch (error) {
+      if (!(error instanceof ApplicationFailure) || error.nonRetryable) throw error;
+      throw ApplicationFailure.create({
+        ...(error.type ? { type: error.type } : {}),
+        message: error.message,
+        ...(error.details ? { details: error.details } : {}),
+        nonRetryable: true,
+      });
+    }
   }
 
   async function guarded<T>(run: () => Promise<T>): Promise<T> {
@@ -275,12 +295,15 @@ export function createActivities(deps: ActivityDeps) {
      */
     async consumeStream(input: ConsumeStreamInput): Promise<ConsumeOutcome> {
       const ctx = Context.current();
-      const outcome = await guarded(() =>
+      const { attempt } = ctx.info;
+      const outcome = await finalFailures(() =>
         runConsumeStream(streamDeps, input, {
           heartbeat: (details) => ctx.heartbeat(details),
           // The alert figures ride on the progress signal: one outbox summary per signal sent (at most every 20 s).
           report: workflowProgressReporter(log, () => summarizeOutbox(pool, input.consumerId)),
           signal: ctx.cancellationSignal,
+          attempt: { activity: `${ctx.info.workflowExecution?.runId ?? ''}/${ctx.info.activityId}`, number: attempt },
+          ...(attempt > 1 ? { takeover: { attempt, counters: heartbeatCounters(ctx.info.heartbeatDetails) } } : {}),
         }),
       );
       log.info('lease ended', {

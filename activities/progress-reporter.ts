@@ -11,12 +11,12 @@ import { PROGRESS_SIGNAL_NAME } from './types.js';
 /** At most one progress signal per this long: about 4,300 signals a day per streaming consumer. */
 export const PROGRESS_REPORT_EVERY_MS = 20_000;
 
-export function throttledReporter(
-  send: (reading: ProgressReading) => Promise<void>,
+export function throttledReporter<R extends ProgressReading>(
+  send: (reading: R) => Promise<void>,
   onError: (error: unknown) => void,
   everyMs: number = PROGRESS_REPORT_EVERY_MS,
   nowMs: () => number = Date.now,
-): (reading: ProgressReading) => void {
+): (reading: R) => void {
   let lastSentAt = -Infinity;
   let inFlight = false;
   return (reading) => {
@@ -39,7 +39,7 @@ export function throttledReporter(
  * fails (logged): the position is worth sending all the same.
  */
 export async function withAlerts(
-  reading: ProgressReading,
+  reading: ProgressReport,
   readAlerts: (() => Promise<AlertFigures>) | undefined,
   onError: (error: unknown) => void,
 ): Promise<ProgressReport> {
@@ -55,7 +55,7 @@ export async function withAlerts(
 
 /**
  * The reporter of the current activity: signals the workflow run that scheduled it, with the alert figures
- * `readAlerts` reads (the consumer's outbox summary) when given.
+ * `readAlerts` reads (the consumer's outbox summary) when given, and on a retried attempt's first report its number.
  */
 export function workflowProgressReporter(
   log: ConsumeStreamLog,
@@ -70,10 +70,15 @@ export function workflowProgressReporter(
       workflowId,
       error: error instanceof Error ? error.message : String(error),
     });
+  // A retried attempt took over from one that stopped heartbeating: its first report says so (the server retried
+  // it, so the workflow hears of the takeover only this way).
+  let takeoverUntold = ctx.info.attempt > 1;
   return throttledReporter(
-    async (reading) => {
+    async (reading: ProgressReading) => {
       const report = await withAlerts(reading, readAlerts, alertsUnreadable);
-      await ctx.client.workflow.getHandle(workflowId, runId).signal<[ProgressReport]>(PROGRESS_SIGNAL_NAME, report);
+      const told = takeoverUntold ? { ...report, takeoverAttempt: ctx.info.attempt } : report;
+      await ctx.client.workflow.getHandle(workflowId, runId).signal<[ProgressReport]>(PROGRESS_SIGNAL_NAME, told);
+      takeoverUntold = false;
     },
     (error) =>
       log.warn('could not report progress to the workflow', {

@@ -1,6 +1,6 @@
-// The contract between the workflow and its activities: types, and emptyCounters (pure, no I/O), the one
-// value workflow code may import from the activities' room. Nothing here carries a secret: the API key and the
-// stream URL come from the worker's configuration.
+// The contract between the workflow and its activities: types, emptyCounters and heartbeatCounters (pure, no
+// I/O), the values workflow code may import from the activities' room. Nothing here carries a secret: the API key
+// and the stream URL come from the worker's configuration.
 import type { HeldQuarantineItem } from '../domain/outcomes.js';
 import type { ErrorCode, History, ResetReason, StreamFilter } from '../protocol/codec.js';
 
@@ -58,6 +58,16 @@ export function emptyCounters(): StreamCounters {
     lastHeadPosition: null,
     lastCommitAt: null,
   };
+}
+
+/** The counters of a streaming run's heartbeat (`StreamHeartbeat`); anything else: none. */
+export function heartbeatCounters(details: unknown): StreamCounters | null {
+  if (typeof details !== 'object' || details === null) return null;
+  const counters = (details as Record<string, unknown>).counters;
+  if (typeof counters !== 'object' || counters === null) return null;
+  const fields = counters as Record<string, unknown>;
+  const numeric = ['sessions', 'checkpointsCommitted', 'eventsApplied', 'duplicates', 'acksSent'] as const;
+  return numeric.every((name) => typeof fields[name] === 'number') ? (counters as StreamCounters) : null;
 }
 
 /**

@@ -26,6 +26,24 @@ export class ConsumerKindMismatch extends Error {
 }
 
 /**
+ * A later attempt of the same streaming activity holds the lease: this attempt started late (its worker was frozen
+ * while the server retried it elsewhere) and must not take the lease back.
+ */
+export class StaleLeaseAttempt extends Error {
+  readonly code = 'stale_lease_attempt' as const;
+  override readonly name = 'StaleLeaseAttempt';
+  constructor(
+    readonly consumerId: string,
+    readonly attempt: number,
+    readonly holderAttempt: number,
+  ) {
+    super(
+      `lease of consumer ${consumerId} refused to attempt ${attempt}: attempt ${holderAttempt} of the same run took it over`,
+    );
+  }
+}
+
+/**
  * The database failed underneath an operation (connection lost, serialization failure, …). Carries the
  * SQLSTATE and whether the same operation may simply be retried; the pg error is the `cause`.
  */

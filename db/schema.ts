@@ -53,6 +53,12 @@ export const checkpoints = pgTable(
     version: integer('version').notNull().default(0),
     /** Bumped by every activity attempt (acquireLease); fences zombie attempts. */
     leaseEpoch: integer('lease_epoch').notNull().default(0),
+    /**
+     * The streaming activity (workflow run and activity id) whose attempt took the lease last, and that attempt's
+     * number: an earlier attempt of the same activity, started late (its worker was frozen), is refused the lease.
+     */
+    leaseActivity: text('lease_activity'),
+    leaseAttempt: integer('lease_attempt'),
     /** An explicit start an operator decided, consumed by the first commit of that start. */
     pendingStart: text('pending_start').$type<CommittedState['pendingStart']>(),
     abandoned: boolean('abandoned').notNull().default(false),

@@ -1,6 +1,7 @@
 // Bounds on every wait a consumer's connection can make, sent as startup parameters of each connection. A
-// worker frozen inside a transaction (SIGSTOP, a GC pause, a partition) must never hold the checkpoint row past
-// a heartbeat timeout, and a new attempt must never wait on it longer: each bound is shorter than that timeout.
+// worker frozen inside a transaction (SIGSTOP, a GC pause, a partition) must not hold the checkpoint row past a
+// heartbeat timeout: the idle-in-transaction bound, shorter than that timeout, ends its session, so the attempt that
+// takes over finds the row free (or waits on it at most one lock timeout).
 
 export interface SessionBounds {
   /** Longest wait for a row or advisory lock (lock_timeout). */
@@ -11,11 +12,11 @@ export interface SessionBounds {
   idleInTransactionTimeoutMs: number;
 }
 
-/** Defaults well inside the workflow's default heartbeat timeout (15 s). */
+/** The idle-in-transaction bound is well inside the workflow's default heartbeat timeout (3 s). */
 export const DEFAULT_SESSION_BOUNDS: SessionBounds = {
   lockTimeoutMs: 3_000,
   statementTimeoutMs: 8_000,
-  idleInTransactionTimeoutMs: 5_000,
+  idleInTransactionTimeoutMs: 2_000,
 };
 
 /** The pg connection settings that make the server enforce `bounds` on every session of a pool. */

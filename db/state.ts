@@ -1,7 +1,7 @@
 // The committed state of a consumer: reading it, locking it, and taking a lease on it.
 import type pg from 'pg';
 import type { Binding, CommittedState } from '../protocol/types.js';
-import { ConsumerKindMismatch } from './errors.js';
+import { ConsumerKindMismatch, StaleLeaseAttempt } from './errors.js';
 import type { OuterJoined, RawRow } from './rows.js';
 import type { checkpoints, consumerBindings } from './schema.js';
 import { inTransaction, toStorageFailure } from './transaction.js';
@@ -107,6 +107,19 @@ export async function lockConsumerKind(client: pg.PoolClient, consumerId: string
   await client.query("SELECT pg_advisory_xact_lock(hashtextextended('whalehunt-consumer:' || $1, 0))", [consumerId]);
 }
 
+/** The streaming activity attempt that asks for a lease: the activity (its workflow run and id) and its number. */
+export interface LeaseAttempt {
+  activity: string;
+  number: number;
+}
+
+export interface LeaseRequest {
+  /** The caller holds a committed copy of this consumer: a missing row is not created. */
+  existingOnly?: boolean;
+  /** Refused (StaleLeaseAttempt) when a later attempt of the same activity has taken the lease. */
+  attempt?: LeaseAttempt;
+}
+
 /**
  * Starts an activity attempt: creates the consumer's row if absent and bumps its lease epoch, so every commit
  * of an older attempt is fenced from now on. Returns the state to resume from (its leaseEpoch and version are
@@ -118,28 +131,38 @@ export async function acquireLease(pool: pg.Pool, consumerId: string): Promise<C
 export async function acquireLease(
   pool: pg.Pool,
   consumerId: string,
-  options: { existingOnly: boolean },
+  request: LeaseRequest,
 ): Promise<CommittedState | null>;
 export async function acquireLease(
   pool: pg.Pool,
   consumerId: string,
-  options: { existingOnly: boolean } = { existingOnly: false },
+  request: LeaseRequest = {},
 ): Promise<CommittedState | null> {
+  const attempt = request.attempt ?? null;
   return inTransaction(pool, 'acquireLease', consumerId, async (client) => {
-    if (options.existingOnly) {
-      const bumped = await client.query('UPDATE checkpoints SET lease_epoch = lease_epoch + 1 WHERE consumer_id = $1', [
+    if (!request.existingOnly) {
+      await lockConsumerKind(client, consumerId);
+      const pageConsumer = await client.query('SELECT 1 FROM page_progress WHERE consumer_id = $1', [consumerId]);
+      if (pageConsumer.rowCount) throw new ConsumerKindMismatch(consumerId, 'page');
+      await client.query('INSERT INTO checkpoints (consumer_id) VALUES ($1) ON CONFLICT (consumer_id) DO NOTHING', [
         consumerId,
       ]);
-      return bumped.rowCount ? selectState(client, consumerId) : null;
     }
-    await lockConsumerKind(client, consumerId);
-    const pageConsumer = await client.query('SELECT 1 FROM page_progress WHERE consumer_id = $1', [consumerId]);
-    if (pageConsumer.rowCount) throw new ConsumerKindMismatch(consumerId, 'page');
-    await client.query(
-      `INSERT INTO checkpoints (consumer_id, lease_epoch) VALUES ($1, 1)
-       ON CONFLICT (consumer_id) DO UPDATE SET lease_epoch = checkpoints.lease_epoch + 1`,
-      [consumerId],
+    // One statement takes the lease unless a later attempt of the same activity holds it.
+    const taken = await client.query<{ taken: boolean; lease_attempt: number | null }>(
+      `WITH held AS (SELECT lease_activity, lease_attempt FROM checkpoints WHERE consumer_id = $1 FOR UPDATE),
+            bumped AS (
+              UPDATE checkpoints c SET lease_epoch = c.lease_epoch + 1, lease_activity = $2, lease_attempt = $3
+                FROM held
+               WHERE c.consumer_id = $1
+                 AND ($2::text IS NULL OR held.lease_activity IS DISTINCT FROM $2 OR held.lease_attempt <= $3)
+              RETURNING 1)
+       SELECT EXISTS (SELECT 1 FROM bumped) AS taken, held.lease_attempt FROM held`,
+      [consumerId, attempt?.activity ?? null, attempt?.number ?? null],
     );
+    const row = taken.rows[0];
+    if (!row) return null; // existingOnly and no row: nothing written
+    if (!row.taken) throw new StaleLeaseAttempt(consumerId, attempt!.number, row.lease_attempt ?? 0);
     return (await selectState(client, consumerId))!;
   });
 }

@@ -2,7 +2,7 @@
 // everything else is rethrown as StorageFailure with the pg error as its cause.
 import type pg from 'pg';
 import { InvalidPlan } from '../domain/errors.js';
-import { ConsumerKindMismatch, StorageFailure, UnknownConsumer } from './errors.js';
+import { ConsumerKindMismatch, StaleLeaseAttempt, StorageFailure, UnknownConsumer } from './errors.js';
 
 /** SQLSTATEs the code branches on (https://www.postgresql.org/docs/current/errcodes-appendix.html). */
 export const SQLSTATE = {
@@ -59,6 +59,7 @@ export function toStorageFailure(operation: string, consumerId: string | undefin
     error instanceof InvalidPlan ||
     error instanceof UnknownConsumer ||
     error instanceof ConsumerKindMismatch ||
+    error instanceof StaleLeaseAttempt ||
     error instanceof StorageFailure
   )
     return error;

@@ -170,6 +170,8 @@ export interface AlertFigures {
  */
 export interface ProgressReport extends ProgressReading {
   alerts?: AlertFigures;
+  /** On the first report of a lease attempt that took over from one that stopped heartbeating: its number. */
+  takeoverAttempt?: number;
 }
 
 /** Alert figures as a signal may carry them: anything else is ignored, never allowed to fail the workflow. */

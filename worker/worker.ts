@@ -6,6 +6,7 @@ import { Worker, type NativeConnection } from '@temporalio/worker';
 import type pg from 'pg';
 import { createActivities, type Activities, type ActivityDeps } from '../activities/index.js';
 import type { ConsumeStreamLog } from '../activities/consume-stream.js';
+import { leaseTaskQueue } from '../workflows/definitions.js';
 import type { WorkerConfig } from './config.js';
 import { JsonLogger } from './logger.js';
 
@@ -59,6 +60,15 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Consum
     ...(options.store ? { store: options.store } : {}),
     ...(options.metrics ? { metrics: options.metrics } : {}),
   });
+  const allActivities = { ...activities, ...options.overrideActivities?.(activities) };
+  const sharedOptions = {
+    // Cancel running leases as soon as shutdown starts: they finish the commit in progress and return.
+    shutdownGraceTime: 0,
+    shutdownForceTime: options.shutdownForceTimeMs ?? 60_000,
+    // A run's heartbeat reaches the server as often as the run gives one (HEARTBEAT_MS), well inside the heartbeat
+    // timeout; with it a pause or a rebind's cancellation reaches the run as fast.
+    maxHeartbeatThrottleInterval: config.stream.heartbeatEveryMs,
+  };
   const worker = await Worker.create({
     connection: options.connection,
     namespace: config.temporal.namespace,
@@ -66,33 +76,51 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Consum
     ...(options.workflowBundle
       ? { workflowBundle: options.workflowBundle }
       : { workflowsPath: options.workflowsPath ?? DEFAULT_WORKFLOWS_PATH }),
-    activities: { ...activities, ...options.overrideActivities?.(activities) },
+    // consumeStream stays here for executions whose history ran leases on this queue (before the lease queue).
+    activities: allActivities,
     maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
-    // Cancel running leases as soon as shutdown starts: they finish the commit in progress and return.
-    shutdownGraceTime: 0,
-    shutdownForceTime: options.shutdownForceTimeMs ?? 60_000,
-    // Heartbeats (and with them pause/rebind cancellations) reach the server within ~2 s.
-    maxHeartbeatThrottleInterval: 2_000,
-    // After a kill -9 the workflow task that reacts to the timed-out lease waits on the dead worker's sticky queue
-    // this long before another worker gets it: it bounds the takeover beyond the heartbeat timeout (default 10 s;
-    // 2 s measured a median takeover of heartbeat timeout + 3.0 s over 20 kills). The cost of a short one: a live
-    // worker slower than this to pick up its sticky task loses its cached workflow and another worker replays the
-    // history, which continue-as-new keeps short.
+    ...sharedOptions,
+    // After a kill -9 the workflow task that reacts to a stopped run waits on the dead worker's sticky queue this
+    // long before another worker gets it (default 10 s). The cost of a short one: a live worker slower than this to
+    // pick up its sticky task loses its cached workflow and another worker replays the history, which
+    // continue-as-new keeps short.
     stickyQueueScheduleToStartTimeout: 1_000,
   });
+  // The streaming leases: one poller, so a frozen worker holds at most one lease task it cannot start (the server
+  // hands a task to any open poll, a frozen process's too), and a retried lease goes to a live worker next.
+  const leaseWorker = await Worker.create({
+    connection: options.connection,
+    namespace: config.temporal.namespace,
+    taskQueue: leaseTaskQueue(config.taskQueue),
+    activities: { consumeStream: allActivities.consumeStream },
+    maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
+    activityTaskPollerBehavior: { type: 'simple-maximum', maximum: 1 },
+    ...sharedOptions,
+  });
 
+  const workers = [worker, leaseWorker];
   let running: Promise<void> | null = null;
-  const run = (): Promise<void> => (running ??= worker.run());
+  // One stops, both stop: a worker that polls only one of the queues would hold leases no workflow task follows.
+  const run = (): Promise<void> =>
+    (running ??= Promise.allSettled(
+      workers.map((w) =>
+        w.run().finally(() => {
+          for (const other of workers) if (other.getState() === 'RUNNING') other.shutdown();
+        }),
+      ),
+    ).then((ends) => {
+      for (const end of ends) if (end.status === 'rejected') throw end.reason;
+    }));
   return {
     worker,
     run,
     async shutdown() {
       if (running === null) {
-        // Never ran: nothing is in flight, but the worker's native resources still need releasing.
-        running = worker.run();
-        worker.shutdown();
-      } else if (worker.getState() === 'RUNNING') {
-        worker.shutdown();
+        // Never ran: nothing is in flight, but the workers' native resources still need releasing.
+        running = run();
+        for (const w of workers) w.shutdown();
+      } else {
+        for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
       }
       await running;
     },

@@ -93,7 +93,10 @@ export class ConsumerState {
    * figures a progress signal carries are kept apart: a lease's end reports none, and must not hide them.
    */
   noteReading(report: ProgressReport): void {
-    const { alerts, ...reading } = report;
+    const { alerts, takeoverAttempt, ...reading } = report;
+    if (typeof takeoverAttempt === 'number') {
+      this.noteError(`streaming run lost its worker (heartbeat timeout); attempt ${takeoverAttempt} took over at once`);
+    }
     this.progress = latestReading(this.progress, reading);
     this.rate.addReading(reading);
     if (isAlertFigures(alerts) && (this.alerts === null || Date.parse(reading.at) > Date.parse(this.alerts.at))) {

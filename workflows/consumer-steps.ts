@@ -9,12 +9,13 @@ import {
   log,
   patched,
   proxyActivities,
+  workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities, CommittedView } from '../activities/index.js';
 import type { ConsumeOutcome, DecisionAudit } from '../activities/types.js';
 import type { ConsumerInbox } from './consumer-inbox.js';
 import type { ConsumerState } from './consumer-state.js';
-import { DEFAULT_HEARTBEAT_TIMEOUT_MS, type ConsumerTuning } from './definitions.js';
+import { DEFAULT_HEARTBEAT_TIMEOUT_MS, leaseTaskQueue, type ConsumerTuning } from './definitions.js';
 import { classifyRunFailure, type RunFailure } from './run-failure.js';
 
 export const DEFAULT_TUNING: Required<ConsumerTuning> = {
@@ -33,6 +34,13 @@ export const DEFAULT_TUNING: Required<ConsumerTuning> = {
  */
 export const ESCALATION_PATCH = 'crash-takeover-and-fault-escalation';
 
+/**
+ * Histories written before this change ran every lease on the workflow's task queue and took a timed-out lease over
+ * from the workflow; they replay that way. New executions run leases on the lease queue, and the server retries a
+ * timed-out attempt there at once, with no workflow task on the takeover path.
+ */
+export const LEASE_QUEUE_PATCH = 'lease-queue-server-takeover';
+
 export interface StepContext {
   state: ConsumerState;
   inbox: ConsumerInbox;
@@ -47,6 +55,7 @@ export class ConsumerSteps {
   private readonly inbox: ConsumerInbox;
   private readonly publish: () => void;
   private readonly streaming: Activities;
+  private readonly leases: Activities;
   private readonly decisions: Activities;
   /** The running lease's scope: a pause or a rebind cancels it. */
   private activityScope: CancellationScope | null = null;
@@ -58,6 +67,7 @@ export class ConsumerSteps {
     this.inbox = context.inbox;
     this.publish = context.publish;
     this.streaming = streamingActivities(context.tuning, context.leaseMs);
+    this.leases = leaseActivities(context.tuning, context.leaseMs, leaseTaskQueue(workflowInfo().taskQueue));
     this.decisions = decisionActivities();
   }
 
@@ -121,10 +131,11 @@ export class ConsumerSteps {
     this.publish();
     const scope = new CancellationScope();
     this.activityScope = scope;
+    const streaming = patched(LEASE_QUEUE_PATCH) ? this.leases : this.streaming;
     let outcome: ConsumeOutcome;
     try {
       outcome = await scope.run(() =>
-        this.streaming.consumeStream({
+        streaming.consumeStream({
           consumerId: state.consumerId,
           subscriptionId: state.subscriptionId,
           start: state.start,
@@ -337,8 +348,9 @@ export class ConsumerSteps {
 }
 
 /**
- * The streaming lease: cancelled cooperatively, one attempt per run. The workflow decides what a failure means
- * (run-failure.ts): a timed-out attempt is taken over at once, a fault is counted and backed off durably.
+ * The streaming lease as histories before LEASE_QUEUE_PATCH ran it: on the workflow's queue, one attempt per run.
+ * The workflow decides what a failure means (run-failure.ts): a timed-out attempt is taken over at once, a fault is
+ * counted and backed off durably.
  */
 function streamingActivities(tuning: Required<ConsumerTuning>, leaseMs: number): Activities {
   return proxyActivities<Activities>({
@@ -348,6 +360,24 @@ function streamingActivities(tuning: Required<ConsumerTuning>, leaseMs: number):
     // Pause and rebind cancel cooperatively: the run stops at a checkpoint boundary and reports its outcome.
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     retry: { maximumAttempts: 1 },
+  });
+}
+
+/**
+ * The streaming lease on the lease queue: an attempt that stops heartbeating (killed, frozen, cut off) is retried by
+ * the server at once, on whichever worker polls the lease queue, and the new attempt fences the old one in the
+ * database. The activity raises every failure of its own as non-retryable, so faults still reach the workflow
+ * (counted and backed off there); only timeouts are retried here.
+ */
+function leaseActivities(tuning: Required<ConsumerTuning>, leaseMs: number, taskQueue: string): Activities {
+  return proxyActivities<Activities>({
+    taskQueue,
+    startToCloseTimeout: leaseMs * 2 + 60_000,
+    heartbeatTimeout: tuning.heartbeatTimeoutMs,
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    // No bound on attempts: a crash is never counted or backed off (each retry follows its timeout at once), and the
+    // retried attempt reports the takeover to the workflow itself (its first progress signal).
+    retry: { initialInterval: 100, backoffCoefficient: 1, maximumAttempts: 0 },
   });
 }
 

@@ -20,8 +20,22 @@ export const TASK_QUEUE = 'whalehunt-consumer';
 /** The streaming lease when ConsumerWorkflowInput.leaseMs is not given. */
 export const DEFAULT_LEASE_MS = 5 * 60_000;
 
-/** ConsumerTuning.heartbeatTimeoutMs when not given; the worker's database bounds must stay below it. */
-export const DEFAULT_HEARTBEAT_TIMEOUT_MS = 15_000;
+/**
+ * ConsumerTuning.heartbeatTimeoutMs when not given: how long a stopped or frozen lease holder goes unnoticed. The
+ * worker heartbeats every second (HEARTBEAT_MS), so a live holder misses it only when its process stalls for
+ * seconds; such a false takeover costs one reconnect and is fenced. The worker's idle-in-transaction bound stays
+ * below it, so a frozen holder's transaction is gone by the time the next attempt starts.
+ */
+export const DEFAULT_HEARTBEAT_TIMEOUT_MS = 3_000;
+
+/**
+ * The streaming leases' own task queue. Every worker polls it with a single poller, so a frozen worker (SIGSTOP, a
+ * VM pause) holds at most one open poll that could take a retried lease it can never start; the workflow queue's
+ * many polls are not on the takeover path at all (a timed-out lease is retried by the server, not by the workflow).
+ */
+export function leaseTaskQueue(taskQueue: string): string {
+  return `${taskQueue}-leases`;
+}
 
 export function consumerWorkflowId(consumerId: string): string {
   return `whalehunt-consumer:${consumerId}`;

@@ -4,7 +4,7 @@
 // fault: counted while the committed position does not move forward, waited on with a growing backoff, and past
 // the bound the consumer stops with the fault named. Pure: no workflow APIs, so it is unit-tested directly.
 import { ActivityFailure, ApplicationFailure, CancelledFailure, TimeoutFailure } from '@temporalio/common';
-import type { CheckpointSummary, StreamCounters } from '../activities/types.js';
+import { heartbeatCounters, type CheckpointSummary, type StreamCounters } from '../activities/types.js';
 
 export type RunFailure =
   | { kind: 'cancelled' }
@@ -61,16 +61,6 @@ export function classifyRunFailure(error: unknown): RunFailure {
     committed: null,
     retryAfterMs: null,
   };
-}
-
-/** The counters of a streaming run's heartbeat (`StreamHeartbeat`); anything else: none. */
-function heartbeatCounters(details: unknown): StreamCounters | null {
-  if (typeof details !== 'object' || details === null) return null;
-  const counters = (details as Record<string, unknown>).counters;
-  if (typeof counters !== 'object' || counters === null) return null;
-  const fields = counters as Record<string, unknown>;
-  const numeric = ['sessions', 'checkpointsCommitted', 'eventsApplied', 'duplicates', 'acksSent'] as const;
-  return numeric.every((name) => typeof fields[name] === 'number') ? (counters as StreamCounters) : null;
 }
 
 interface TransportDetails {

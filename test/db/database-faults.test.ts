@@ -3,7 +3,7 @@
 // a connection lost while a client is checked out (an 'error' event that must never end the process).
 import { describe, expect, it } from 'vitest';
 import { DatabaseBehind } from '../../activities/stream-errors.js';
-import { acquireLease, createPool, SQLSTATE, StorageFailure } from '../../db/index.js';
+import { acquireLease, createPool, SQLSTATE, StaleLeaseAttempt, StorageFailure } from '../../db/index.js';
 import { lockCheckpoint } from '../../db/state.js';
 import type { SessionBounds } from '../../db/session-settings.js';
 import { useTestDatabase } from '../support/db.js';
@@ -32,6 +32,28 @@ describe('a consumer the workflow knows and the database does not', () => {
     const first = await acquireLease(db.pool, 'known-here');
     const again = await acquireLease(db.pool, 'known-here', { existingOnly: true });
     expect(again?.leaseEpoch).toBe(first.leaseEpoch + 1);
+  });
+
+  it('a late start of an earlier attempt of the same activity is refused the lease; a later one or another activity takes it', async () => {
+    const run = 'run-1/7';
+    const second = await acquireLease(db.pool, 'attempts', { attempt: { activity: run, number: 2 } });
+    // Attempt 1 was taken by a frozen worker's open poll and starts only once the worker is continued.
+    const refused = await acquireLease(db.pool, 'attempts', { attempt: { activity: run, number: 1 } }).catch(
+      (e: unknown) => e,
+    );
+    expect(refused).toBeInstanceOf(StaleLeaseAttempt);
+    expect((refused as StaleLeaseAttempt).holderAttempt).toBe(2);
+    const { rows } = await db.pool.query<{ lease_epoch: number }>(
+      'SELECT lease_epoch FROM checkpoints WHERE consumer_id = $1',
+      ['attempts'],
+    );
+    expect(rows[0]!.lease_epoch).toBe(second!.leaseEpoch);
+
+    const third = await acquireLease(db.pool, 'attempts', { attempt: { activity: run, number: 3 } });
+    expect(third?.leaseEpoch).toBe(second!.leaseEpoch + 1);
+    // The next lease of the workflow is another activity: its first attempt takes the lease.
+    const next = await acquireLease(db.pool, 'attempts', { attempt: { activity: 'run-1/8', number: 1 } });
+    expect(next?.leaseEpoch).toBe(second!.leaseEpoch + 2);
   });
 
   it('a run holding a committed copy fails with DatabaseBehind and writes no checkpoint row', async () => {

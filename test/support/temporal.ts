@@ -8,6 +8,7 @@ import type { QueryDefinition } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { WorkerOptions } from '@temporalio/worker';
 import { inject } from 'vitest';
+import { leaseTaskQueue } from '../../workflows/definitions.js';
 
 export interface TemporalTarget {
   address: string;
@@ -66,8 +67,18 @@ export async function withWorker<R>(
       namespace,
       taskQueue,
     });
-    // runUntil shuts the worker down once fn settles and waits for it to drain.
-    return await worker.runUntil(() => fn({ worker, taskQueue }));
+    // The consumer workflow runs its streaming leases on the lease queue: the same activities serve it.
+    const leaseWorker = options.activities
+      ? await Worker.create({
+          activities: options.activities,
+          connection,
+          namespace,
+          taskQueue: leaseTaskQueue(taskQueue),
+        })
+      : null;
+    // runUntil shuts a worker down once fn settles and waits for it to drain.
+    if (!leaseWorker) return await worker.runUntil(() => fn({ worker, taskQueue }));
+    return await leaseWorker.runUntil(() => worker.runUntil(() => fn({ worker, taskQueue })));
   } finally {
     await connection.close();
   }

@@ -3,6 +3,7 @@
 // and one replay of the reference server's journal by N consumers from the floor to the cut.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -17,7 +18,7 @@ import {
   phaseSearchAttribute,
 } from '../workflows/definitions.js';
 import { processCpuMs } from './proc-cpu.js';
-import { API_KEY, type Simulator } from './simulator-process.js';
+import { API_KEY, probeHead, type Simulator } from './simulator-process.js';
 import { importFrom, withScratchDatabase, type Target } from './support.js';
 
 const NAMESPACE = 'default';
@@ -163,4 +164,116 @@ export function replayThroughTemporal(options: {
       await pool.end();
     }
   });
+}
+
+export interface IdleLeaseCost {
+  /** the worker process's user+system CPU per second of the window */
+  workerCpuMsPerS: number;
+  /** the Temporal dev server's user+system CPU per second of the window */
+  serverCpuMsPerS: number;
+}
+
+/**
+ * The standing price of the streaming leases' heartbeats: `consumers` consumers on one worker (HEARTBEAT_MS
+ * `heartbeatEveryMs`, leases with `heartbeatTimeoutMs`) stream to the head of a journal that no longer grows, then
+ * the worker's and the Temporal server's CPU are read over `windowMs` while they only heartbeat.
+ */
+export function idleLeaseCost(options: {
+  env: TestWorkflowEnvironment;
+  target: Target;
+  bundlePath: string;
+  sim: Simulator;
+  consumers: number;
+  windowMs: number;
+  heartbeatEveryMs: number;
+  heartbeatTimeoutMs: number;
+}): Promise<IdleLeaseCost> {
+  const { env, target, sim } = options;
+  return withScratchDatabase('whalehunt_bench_heartbeat', async (dbUrl) => {
+    const db = await importFrom<typeof Db>(target, 'db/index.ts');
+    const taskQueue = `bench-heartbeat-${randomUUID().slice(0, 8)}`;
+    const worker = spawnWorker(target, {
+      DATABASE_URL: dbUrl,
+      TEMPORAL_ADDRESS: env.address,
+      TEMPORAL_NAMESPACE: NAMESPACE,
+      TASK_QUEUE: taskQueue,
+      WHALEHUNT_URL: sim.url,
+      WHALEHUNT_API_KEY: API_KEY,
+      WORKFLOW_BUNDLE_PATH: options.bundlePath,
+      HEARTBEAT_MS: String(options.heartbeatEveryMs),
+      LOG_LEVEL: 'INFO',
+    });
+    const pool = db.createPool(dbUrl, { max: 2 });
+    const ids = Array.from({ length: options.consumers }, (_, i) => `idle-${i}-${randomUUID().slice(0, 8)}`);
+    try {
+      await worker.running;
+      await Promise.all(
+        ids.map((consumerId, i) =>
+          env.client.workflow.start<typeof consumerWorkflow>('consumerWorkflow', {
+            taskQueue,
+            workflowId: consumerWorkflowId(consumerId),
+            args: [
+              {
+                consumerId,
+                subscriptionId: `sub-idle-${i}`,
+                filter: {},
+                initialStart: 'from_floor',
+                tuning: { heartbeatTimeoutMs: options.heartbeatTimeoutMs },
+              },
+            ],
+            typedSearchAttributes: [
+              { key: consumerIdSearchAttribute, value: consumerId },
+              { key: phaseSearchAttribute, value: 'streaming' },
+            ],
+          }),
+        ),
+      );
+      const head = await probeHead(sim.url);
+      const pending = new Set(ids);
+      const deadline = performance.now() + 120_000;
+      while (pending.size > 0) {
+        if (performance.now() > deadline) throw new Error(`${pending.size} consumers short of the head ${head}`);
+        for (const id of [...pending]) if ((await db.loadCommitted(pool, id))?.position === head) pending.delete(id);
+        if (pending.size > 0) await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      const serverPid = devServerPid(env.address);
+      const workerBefore = processCpuMs(worker.child.pid!);
+      const serverBefore = processCpuMs(serverPid);
+      const t = performance.now();
+      await new Promise((resolve) => setTimeout(resolve, options.windowMs));
+      const seconds = (performance.now() - t) / 1000;
+      const cost = {
+        workerCpuMsPerS: (processCpuMs(worker.child.pid!) - workerBefore) / seconds,
+        serverCpuMsPerS: (processCpuMs(serverPid) - serverBefore) / seconds,
+      };
+      await Promise.all(
+        ids.map((id) =>
+          env.client.workflow
+            .getHandle(consumerWorkflowId(id))
+            .terminate('bench done')
+            .catch(() => undefined),
+        ),
+      );
+      return cost;
+    } finally {
+      await stopWorker(worker);
+      await pool.end();
+    }
+  });
+}
+
+/** The pid of the dev server listening on `address` (its command line names the port). */
+function devServerPid(address: string): number {
+  const port = address.split(':').at(-1)!;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let cmdline: string[];
+    try {
+      cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+    } catch {
+      continue;
+    }
+    if (cmdline.includes('start-dev') && cmdline.includes(port)) return Number(entry);
+  }
+  throw new Error(`no Temporal dev server process found for ${address}`);
 }

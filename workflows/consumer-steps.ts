@@ -375,9 +375,9 @@ function leaseActivities(tuning: Required<ConsumerTuning>, leaseMs: number, task
     startToCloseTimeout: leaseMs * 2 + 60_000,
     heartbeatTimeout: tuning.heartbeatTimeoutMs,
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-    // No bound on attempts: a crash is never counted or backed off (each retry follows its timeout at once), and the
-    // retried attempt reports the takeover to the workflow itself (its first progress signal).
-    retry: { initialInterval: 100, backoffCoefficient: 1, maximumAttempts: 0 },
+    // No bound on attempts (none given): a crash is never counted or backed off (each retry follows its timeout at
+    // once), and the retried attempt reports the takeover to the workflow itself (its first progress signal).
+    retry: { initialInterval: 100, backoffCoefficient: 1 },
   });
 }
 

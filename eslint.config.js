@@ -79,13 +79,13 @@ function noNodeOrIo(why) {
 }
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.data/**', 'db/migrations/**', 'coverage/**'] },
+  { ignores: ['node_modules/**', '.data/**', 'db/migrations/**', 'coverage/**', 'dist/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['*.js', 'cli/*.js'] },
+        projectService: { allowDefaultProject: ['*.js'] },
         tsconfigRootDir: import.meta.dirname,
       },
     },
@@ -103,7 +103,7 @@ export default tseslint.config(
     },
   },
   {
-    // Plain JS entry points (config files, the CLI shim) run on Node.
+    // Plain JS files (the config files) run on Node.
     files: ['**/*.js'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly', Buffer: 'readonly', URL: 'readonly' } },
   },

@@ -1,10 +1,11 @@
+#!/usr/bin/env node
 // `whalehunt-consumer <command>`: parse, run, exit. Exit codes: 0 done, 1 the command failed (unknown
 // consumer, rejected decision, unreachable service, a backfill stop that needs an operator, an alerts retry or
 // drop that matched nothing: the message names it), 2 a usage or configuration error, 130 a backfill
 // interrupted by Ctrl-C (resumable).
 import { spawn } from 'node:child_process';
+import { exitIfStaleBuild, nodeEntryArgs } from '../worker/build-info.js';
 import { isEntryPoint } from '../worker/entry-point.js';
-import { fileURLToPath } from 'node:url';
 import { CliUsageError, commandHelp, generalHelp, parseCommand, type CliCommand } from './args.js';
 import {
   listAlerts,
@@ -31,8 +32,6 @@ import { createPool } from '../db/index.js';
 export const EXIT_OK = 0;
 export const EXIT_FAILED = 1;
 export const EXIT_USAGE = 2;
-
-const SIMULATOR_MAIN = fileURLToPath(new URL('../simulator/main.ts', import.meta.url));
 
 export interface CliIo extends CommandIo {
   err(text: string): void;
@@ -156,7 +155,7 @@ async function runAlerts(
 /** `sim` is the simulator's own entry point, run as a child so its flags and signals stay its own. */
 function runSimulator(args: string[]): Promise<number> {
   return new Promise((resolveExit) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', SIMULATOR_MAIN, ...args], { stdio: 'inherit' });
+    const child = spawn(process.execPath, [...nodeEntryArgs('simulator/main'), ...args], { stdio: 'inherit' });
     // The terminal's Ctrl-C reaches the child directly (same process group): outlive it. A SIGTERM is
     // addressed to this process alone (a service manager), so pass it on.
     const ignore = (): void => undefined;
@@ -176,6 +175,7 @@ function runSimulator(args: string[]): Promise<number> {
 }
 
 if (isEntryPoint(import.meta.url)) {
+  exitIfStaleBuild('whalehunt-consumer');
   main(process.argv.slice(2)).then(
     // Exit explicitly: native Temporal handles must not keep a finished command alive.
     (code) => process.exit(code),

@@ -6,7 +6,7 @@
 #   WHALEHUNT_FILTER (the filter as JSON; default {}, everything). The last two matter on the first start only.
 set -u
 default_filter='{}'
-output=$(node cli/bin.js start --consumer "${WHALEHUNT_CONSUMER_ID:-main}" \
+output=$(node dist/cli/main.js start --consumer "${WHALEHUNT_CONSUMER_ID:-main}" \
   --start "${WHALEHUNT_INITIAL_START:-live_cut}" --filter "${WHALEHUNT_FILTER:-$default_filter}" 2>&1)
 status=$?
 printf '%s\n' "$output"

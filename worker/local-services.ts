@@ -4,13 +4,13 @@
 import { execFile, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
 import { DEFAULT_EMBEDDED_PG_PORT, startEmbeddedPostgres } from '../db/embedded.js';
 import { SEARCH_ATTRIBUTES } from '../workflows/definitions.js';
+import { PACKAGE_ROOT } from './build-info.js';
 
 export interface LocalServicesOptions {
   /** Holds the embedded Postgres cluster (`pg/`) and the dev server's store (`temporal.db`). */
@@ -56,8 +56,6 @@ export class LocalServicesError extends Error {
     this.name = 'LocalServicesError';
   }
 }
-
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 export async function startLocalServices(options: LocalServicesOptions): Promise<LocalServices> {
   const env = options.env ?? process.env;
@@ -203,7 +201,9 @@ async function startTemporalDevServer(
 
 async function ensureTemporalCli(env: NodeJS.ProcessEnv): Promise<string> {
   try {
-    const { stdout } = await promisify(execFile)('bash', [join(repoRoot, 'scripts/ensure-temporal-cli.sh')], { env });
+    const { stdout } = await promisify(execFile)('bash', [join(PACKAGE_ROOT, 'scripts/ensure-temporal-cli.sh')], {
+      env,
+    });
     const path = stdout.trim();
     if (path) return path;
     throw new Error('scripts/ensure-temporal-cli.sh printed no path');

@@ -1,13 +1,14 @@
-// The worker process: `npm run worker` (tsx worker/main.ts). Configuration is read once (exit 2 naming every
-// bad variable, never a value); then the pool, migrations, the Temporal connection, the worker and the outbox
-// dispatcher alongside it. SIGINT/SIGTERM shut down gracefully: leases in flight stop at a checkpoint boundary
-// (a commit in progress finishes, nothing is half-applied), the dispatcher finishes its call, the pool closes.
-// Logs are JSON lines on stdout, the API key redacted.
+// The worker process: `npm run worker` (node dist/worker/main.js, the compiled output). Configuration is read
+// once (exit 2 naming every bad variable, never a value); then the pool, migrations, the Temporal connection, the
+// worker and the outbox dispatcher alongside it. SIGINT/SIGTERM shut down gracefully: leases in flight stop at a
+// checkpoint boundary (a commit in progress finishes, nothing is half-applied), the dispatcher finishes its call,
+// the pool closes. Logs are JSON lines on stdout, the API key redacted.
 import { Runtime } from '@temporalio/worker';
 import type pg from 'pg';
 import { OutboxDispatcher } from '../activities/outbox.js';
 import { createPool, migrate, StorageFailure } from '../db/index.js';
 import { backoffDelay, type Backoff } from '../protocol/backoff.js';
+import { exitIfStaleBuild } from './build-info.js';
 import { ConfigError, loadConfig, redact, type WorkerConfig } from './config.js';
 import { isEntryPoint } from './entry-point.js';
 import { JsonLogger } from './logger.js';
@@ -16,7 +17,7 @@ import { connectNative } from './temporal-connection.js';
 import { freeLoopbackPort, prometheusExporter, startWorkerTelemetry, type WorkerTelemetry } from './telemetry.js';
 import { WORKER_HELP } from './help.js';
 import { PAGE_CRASH_AT_VARIABLE, pageCrashHooks, parsePageCrashAt } from './page-crash.js';
-import { createWorker, type ConsumerWorker, type CreateWorkerOptions } from './worker.js';
+import { createWorker, workflowCode, type ConsumerWorker, type CreateWorkerOptions } from './worker.js';
 
 export const EXIT_CONFIG = 2;
 export const EXIT_FAILURE = 1;
@@ -187,6 +188,9 @@ export interface WorkerRuntime {
 export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise<WorkerRuntime> {
   const { config, log, pool } = options;
   const connection = await connectNative(config.temporal);
+  const workflows = workflowCode(
+    options.workflowBundlePath ? { workflowBundle: { codePath: options.workflowBundlePath } } : {},
+  );
   let consumerWorker: ConsumerWorker;
   try {
     consumerWorker = await createWorker({
@@ -195,7 +199,7 @@ export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise
       connection,
       log: log.child({ component: 'activities' }),
       ...(options.telemetry ? { metrics: options.telemetry.metrics } : {}),
-      ...(options.workflowBundlePath ? { workflowBundle: { codePath: options.workflowBundlePath } } : {}),
+      ...workflows,
       ...(options.hooks ? { hooks: options.hooks } : {}),
       ...(options.pageHooks ? { pageHooks: options.pageHooks } : {}),
     });
@@ -240,6 +244,8 @@ export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise
   log.info('worker running', {
     taskQueue: config.taskQueue,
     namespace: config.temporal.namespace,
+    // A prebuilt bundle, or the workflow sources bundled at start.
+    workflows: 'workflowBundle' in workflows ? workflows.workflowBundle.codePath : workflows.workflowsPath,
     outboxDispatcher: dispatcher !== null,
   });
 
@@ -364,6 +370,7 @@ export async function main(
 }
 
 if (isEntryPoint(import.meta.url)) {
+  exitIfStaleBuild('whalehunt worker');
   main().then(
     // Exit explicitly: everything was drained and closed, and native handles must not keep the process up.
     (code) => process.exit(code),

@@ -1,16 +1,23 @@
 // Wires a Temporal Worker for the consumer: the workflow code (a prebuilt bundle or workflows/index.ts),
 // the activities bound to a Postgres pool and the parsed configuration. Used in-process by tests, by
 // worker/main.ts (the process entry) and by the CLI's main job.
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { Worker, type NativeConnection } from '@temporalio/worker';
 import type pg from 'pg';
 import { createActivities, type Activities, type ActivityDeps } from '../activities/index.js';
 import type { ConsumeStreamLog } from '../activities/consume-stream.js';
 import { leaseTaskQueue } from '../workflows/definitions.js';
+import { COMPILED, PACKAGE_ROOT, WORKFLOW_BUNDLE_FILE } from './build-info.js';
 import type { WorkerConfig } from './config.js';
 import { JsonLogger } from './logger.js';
 
-export const DEFAULT_WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+/**
+ * The workflow code when none is given: the compiled output loads the bundle its build wrote (no webpack run at
+ * start); the sources (tsx) bundle workflows/index.ts as the worker starts, so an edit needs no build.
+ */
+export const DEFAULT_WORKFLOW_CODE: { workflowBundle: { codePath: string } } | { workflowsPath: string } = COMPILED
+  ? { workflowBundle: { codePath: WORKFLOW_BUNDLE_FILE } }
+  : { workflowsPath: join(PACKAGE_ROOT, 'workflows/index.ts') };
 
 export interface CreateWorkerOptions {
   config: WorkerConfig;
@@ -46,6 +53,15 @@ export interface ConsumerWorker {
   shutdown(): Promise<void>;
 }
 
+/** Where this worker's workflow code comes from; also logged when the worker process starts. */
+export function workflowCode(
+  options: Pick<CreateWorkerOptions, 'workflowBundle' | 'workflowsPath'>,
+): typeof DEFAULT_WORKFLOW_CODE {
+  if (options.workflowBundle) return { workflowBundle: options.workflowBundle };
+  if (options.workflowsPath) return { workflowsPath: options.workflowsPath };
+  return DEFAULT_WORKFLOW_CODE;
+}
+
 export async function createWorker(options: CreateWorkerOptions): Promise<ConsumerWorker> {
   const { config } = options;
   const log =
@@ -73,9 +89,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Consum
     connection: options.connection,
     namespace: config.temporal.namespace,
     taskQueue: config.taskQueue,
-    ...(options.workflowBundle
-      ? { workflowBundle: options.workflowBundle }
-      : { workflowsPath: options.workflowsPath ?? DEFAULT_WORKFLOWS_PATH }),
+    ...workflowCode(options),
     // consumeStream stays here for executions whose history ran leases on this queue (before the lease queue).
     activities: allActivities,
     maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,

@@ -307,7 +307,7 @@ describe('docker-compose.yml', () => {
     expect(alreadyRunning.result.status, alreadyRunning.result.stdout).toBe(0);
     expect(alreadyRunning.result.stdout).toContain('already running; nothing to start');
     expect(alreadyRunning.calls).toEqual([
-      ['cli/bin.js', 'start', '--consumer', 'main', '--start', 'live_cut', '--filter', '{}'],
+      ['dist/cli/main.js', 'start', '--consumer', 'main', '--start', 'live_cut', '--filter', '{}'],
     ]);
 
     const unreachable = cliRun('error (temporal_unavailable): cannot reach Temporal at temporal:7233', 1);

@@ -8,7 +8,7 @@ import {
   type ScheduleSummary,
 } from '@temporalio/client';
 import type pg from 'pg';
-import { dropOutbox, listOutbox, retryOutbox, type OutboxState } from '../db/index.js';
+import { dropOutbox, listOutbox, retryOutbox, type OutboxState } from '../db/outbox.js';
 import type { consumerWorkflow, rebindWorkflow } from '../workflows/index.js';
 import {
   consumerIdSearchAttribute,

@@ -11,7 +11,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { optionalTsToMs } from '@temporalio/common/lib/time.js';
 import type pg from 'pg';
 import type { StreamCounters, StreamHeartbeat } from '../activities/types.js';
-import { consumerSummary, type ConsumerSummary } from '../db/index.js';
+import { consumerSummary, type ConsumerSummary } from '../db/summary.js';
 import { isProgressReading, latestReading, RateWindow, type ProgressReading } from '../protocol/progress.js';
 import { RUNNING_PHASES } from '../workflows/consumer-state.js';
 import { connectClient, TemporalConnectError } from '../worker/temporal-connection.js';

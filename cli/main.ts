@@ -21,13 +21,11 @@ import {
   startConsumer,
   type CommandIo,
 } from './commands.js';
-import { runBackfill, showBackfillStatus } from './backfill.js';
 import { runBackfillWorkflow } from './backfill-workflow.js';
 import { loadCliConfig } from './config.js';
 import { connectTemporal } from './consumers.js';
 import { CliError } from './errors.js';
-import { runMainJob } from './run.js';
-import { createPool } from '../db/index.js';
+import { createPool } from '../db/connect.js';
 
 export const EXIT_OK = 0;
 export const EXIT_FAILED = 1;
@@ -77,12 +75,16 @@ async function execute(command: CliCommand, env: NodeJS.ProcessEnv, io: CliIo): 
     case 'sim':
       return runSimulator(command.args);
     case 'run':
-      return runMainJob(command, env, io);
+      // Loaded on demand, like backfill --direct: the main job's worker SDK and the page consumer's activities are
+      // most of a CLI call's start-up, and the other commands need none of them.
+      return (await import('./run.js')).runMainJob(command, env, io);
     // backfill --direct and backfill-status need no Temporal: they talk to the source and the database directly.
     case 'backfill':
-      return command.direct ? runBackfill(command, env, io) : runBackfillWorkflow(command, env, io);
+      return command.direct
+        ? (await import('./backfill.js')).runBackfill(command, env, io)
+        : runBackfillWorkflow(command, env, io);
     case 'backfill-status':
-      return showBackfillStatus(command, env, io);
+      return (await import('./backfill.js')).showBackfillStatus(command, env, io);
     case 'alerts':
       return runAlerts(command, env, io);
     default:

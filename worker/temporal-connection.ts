@@ -16,7 +16,7 @@ import {
   type ClientConnectConfig,
   type ConfigDataSource,
 } from '@temporalio/envconfig';
-import { NativeConnection, type NativeConnectionOptions } from '@temporalio/worker';
+import type { NativeConnection, NativeConnectionOptions } from '@temporalio/worker';
 
 export const DEFAULT_TEMPORAL_ADDRESS = '127.0.0.1:7233';
 export const DEFAULT_TEMPORAL_NAMESPACE = 'default';
@@ -166,6 +166,9 @@ export function loadTemporalSettings(env: NodeJS.ProcessEnv = process.env): Temp
 
 /** The worker's connection; a failure becomes TemporalConnectError naming the settings. */
 export async function connectNative(settings: TemporalSettings): Promise<NativeConnection> {
+  // Loaded here, not with this module: the CLI reads the settings too, and the worker SDK (webpack, the native
+  // runtime) is most of a CLI call's start-up.
+  const { NativeConnection } = await import('@temporalio/worker');
   try {
     return await NativeConnection.connect(settings.nativeConnectionOptions());
   } catch (error) {

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `npm start`: dependencies, the Temporal CLI, then the main job (cli/main.ts run), which starts the local
-# services it needs (worker/dev-stack.ts) unless DATABASE_URL / TEMPORAL_ADDRESS point elsewhere.
+# services it needs (worker/dev-stack.ts) unless DATABASE_URL / TEMPORAL_ADDRESS point elsewhere. It runs the
+# sources through tsx, not dist/: this is the development stack, where an edit takes effect at the next start
+# without a build, and a few seconds of compiling are nothing to a job that runs for hours.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/ensure-deps.sh

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `npm test`: typecheck, lint, the migrations check, then every vitest project (unit, db, e2e). Extra
-# arguments go to vitest (e.g. `npm test -- --project unit`). Without DATABASE_URL and without a Postgres
-# at 127.0.0.1:5432, the tests run against the embedded Postgres (scripts/with-postgres.ts).
+# `npm test`: typecheck, lint, the migrations check, the build (dist/, only when it is not a build of the current
+# sources already: e2e tests run the compiled CLI and worker as operators do), then every vitest project (unit, db,
+# e2e). Extra arguments go to vitest (e.g. `npm test -- --project unit`). Without DATABASE_URL and without a
+# Postgres at 127.0.0.1:5432, the tests run against the embedded Postgres (scripts/with-postgres.ts).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/ensure-deps.sh
@@ -10,4 +11,5 @@ export TEMPORAL_CLI
 npm run --silent typecheck
 npm run --silent lint
 npm run --silent db:check
+npm run --silent build -- --if-stale
 exec npx tsx scripts/with-postgres.ts npx vitest run "$@"

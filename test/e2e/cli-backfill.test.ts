@@ -1,8 +1,8 @@
-// `whalehunt-consumer backfill --direct` (the Temporal-free run for scripts) as operators run it (cli/bin.js as
-// a child process) against the reference server's page endpoint and a real Postgres: a run applies the history
-// once up to its target (the head at its first page) and a second run changes nothing; --max-pages and --until stop
-// resumably; a stop that needs an operator exits 1 naming it; backfill-status shows the saved progress; the API key
-// is in no output.
+// `whalehunt-consumer backfill --direct` (the Temporal-free run for scripts) as operators run it (the compiled
+// dist/cli/main.js as a child process) against the reference server's page endpoint and a real Postgres: a run
+// applies the history once up to its target (the head at its first page) and a second run changes nothing;
+// --max-pages and --until stop resumably; a stop that needs an operator exits 1 naming it; backfill-status shows
+// the saved progress; the API key is in no output.
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { loadPageProgress } from '../../db/pages.js';

@@ -1,8 +1,8 @@
-// The operator CLI as operators run it (`whalehunt-consumer`, i.e. cli/bin.js, as a child process) against the
-// real stack: start, status (text and JSON, with the alert figures), a second start refused, pause/resume, a gap
-// stop resolved by resolve-gap, list by phase, rebind and rebind schedules, held quarantine released by
-// resolve-quarantine, and clear failures for an unknown consumer, an invalid or out-of-phase decision and a
-// missing actor.
+// The operator CLI as operators run it (`whalehunt-consumer`, i.e. the compiled dist/cli/main.js, as a child
+// process) against the real stack: start, status (text and JSON, with the alert figures), a second start refused,
+// pause/resume, a gap stop resolved by resolve-gap, list by phase, rebind and rebind schedules, held quarantine
+// released by resolve-quarantine, and clear failures for an unknown consumer, an invalid or out-of-phase decision
+// and a missing actor.
 import { describe, expect, it } from 'vitest';
 import type { ConsumerReport } from '../../cli/consumers.js';
 import { consumerWorkflowId } from '../../workflows/definitions.js';

@@ -3,7 +3,7 @@
 // the journal), the resumed session starts from the committed token, and the workflow goes on leasing
 // normally, and the restarted worker's outbox dispatcher sends every whale alert exactly once (history alerts:
 // WHALE_ALERT_ON_REPLAY). The worker is
-// `worker/main.ts` as operators run it, crashed by its test-only WHALEHUNT_TEST_CRASH_AT.
+// the compiled `dist/worker/main.js` as operators run it, crashed by its test-only WHALEHUNT_TEST_CRASH_AT.
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -1,5 +1,5 @@
-// The worker process's METRICS_PORT endpoint during a real run: a child worker (worker/main.ts as operators run
-// it) consumes the reference stream; /healthz answers, /readyz turns ready once the worker polls, and a scrape
+// The worker process's METRICS_PORT endpoint during a real run: a child worker (dist/worker/main.js as operators
+// run it) consumes the reference stream; /healthz answers, /readyz turns ready once the worker polls, and a scrape
 // taken after the consumer reached the head agrees with the database (events by outcome, checkpoints, the
 // committed position) and carries the SDK's own worker metrics. The scrape passes `promtool check metrics`,
 // and every metric the dashboard and the alert rules query is in it.

@@ -1,4 +1,4 @@
-// Scale-out: two worker processes (`worker/main.ts`) on one task queue share six consumers. With three
+// Scale-out: two worker processes (`dist/worker/main.js`) on one task queue share six consumers. With three
 // activity slots each, the six streaming leases spread over both; one worker is killed with SIGKILL mid-stream
 // and its consumers continue on the other within the heartbeat timeout: every consumer reaches the cut, its
 // database equals a plain fold of the journal, the takeover resumes from the committed token, and no ACK of a

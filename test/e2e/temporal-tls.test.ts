@@ -1,8 +1,8 @@
 // The Temporal connection configured as the `temporal` CLI is, against a TLS-terminating proxy in front of the
 // run's dev server that requires a client certificate signed by a CA this test generates: the worker process
-// (worker/main.ts) and the operator CLI (cli/bin.js) connect through it with the standard variables and with a
-// profile file the `temporal` CLI reads too; a wrong CA or a missing client certificate fails at once with an
-// error naming the setting; and the Temporal API key appears in no log line, no output and no workflow history.
+// (dist/worker/main.js) and the operator CLI (dist/cli/main.js) connect through it with the standard variables
+// and with a profile file the `temporal` CLI reads too; a wrong CA or a missing client certificate fails at once
+// with an error naming the setting; and the Temporal API key appears in no log line, no output and no workflow history.
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';

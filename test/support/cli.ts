@@ -1,4 +1,5 @@
-// The operator CLI as operators run it: cli/bin.js as a child process, its exit code and both outputs.
+// The operator CLI as operators run it: the compiled package bin (dist/cli/main.js, which `npm test` builds first)
+// as a child process, its exit code and both outputs.
 import { execFile } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,7 +20,7 @@ export function runCli(env: Record<string, string>, ...args: string[]): Promise<
   return new Promise((resolveRun) => {
     execFile(
       process.execPath,
-      [join(repoRoot, 'cli/bin.js'), ...args],
+      [join(repoRoot, 'dist/cli/main.js'), ...args],
       { cwd: repoRoot, env: { ...process.env, ...env }, timeout: 60_000 },
       (error, stdout, stderr) => {
         const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;

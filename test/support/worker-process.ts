@@ -1,5 +1,6 @@
-// A worker process as operators run it (`worker/main.ts`): its stdout JSON log lines and stderr kept for
-// assertions, its exit awaitable. The kill -9, takeover, scale-out, metrics and fault tests start several.
+// A worker process as operators run it (`npm run worker`: the compiled dist/worker/main.js, which `npm test` builds
+// first): its stdout JSON log lines and stderr kept for assertions, its exit awaitable. The kill -9, takeover,
+// scale-out, metrics and fault tests start several.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -17,7 +18,7 @@ export interface WorkerProcess {
 
 /** `env` is added to `baseEnv` (this process's environment unless a test needs a clean one). */
 export function spawnWorker(env: Record<string, string>, baseEnv: NodeJS.ProcessEnv = process.env): WorkerProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'worker/main.ts')], {
+  const child = spawn(process.execPath, [join(repoRoot, 'dist/worker/main.js')], {
     cwd: repoRoot,
     env: { ...baseEnv, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

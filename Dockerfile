@@ -1,7 +1,17 @@
-# The worker image of docker-compose.yml (its consumer-start service runs the CLI from it too). TypeScript runs
-# through tsx's loader, as in development: the image holds the sources and the production dependencies only.
-# Node 22 LTS: package.json "engines" allows 20.10–22, and 20 is past its end of life.
-FROM node:22.23.2-bookworm-slim
+# The worker image of docker-compose.yml (its consumer-start service runs the CLI from it too), in two stages:
+# the build stage installs every dependency and runs `npm run build` (tsc into dist/ and the prebuilt workflow
+# bundle); the image itself holds dist/, the production dependencies and the consumer-start script, no sources,
+# no TypeScript tooling. Node 24, the current LTS (package.json "engines": 20.19+, 22.13+, 24).
+FROM node:24.22.3-bookworm-slim AS build
+
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+# .dockerignore keeps node_modules, dist, .data and .git of the build context out.
+COPY . .
+RUN npm run build
+
+FROM node:24.22.3-bookworm-slim
 
 WORKDIR /app
 ENV NODE_ENV=production
@@ -10,10 +20,11 @@ ENV NODE_ENV=production
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
-# .dockerignore keeps node_modules, .data and .git of the build context out.
-COPY . .
+COPY --from=build /app/dist ./dist
+COPY deploy/start-consumer.sh ./deploy/start-consumer.sh
 
 USER node
-# node itself (not npx or the tsx CLI, which add a parent process) receives compose's SIGTERM, so the
-# worker's graceful shutdown runs: leases stop at a checkpoint boundary.
-CMD ["node", "--import", "tsx", "worker/main.ts"]
+# node itself (not npm or npx, which add a parent process) receives compose's SIGTERM, so the worker's graceful
+# shutdown runs: leases stop at a checkpoint boundary. The worker loads dist/workflow-bundle.js: no webpack run
+# at start.
+CMD ["node", "dist/worker/main.js"]

@@ -4,6 +4,7 @@
 // worktree; `all` then writes bench/results/summary.md and the chart.
 import { ALERTS_BASELINE_REF, runAlertsBench } from './alerts.js';
 import { runBackfillBench } from './backfill.js';
+import { BUILD_BASELINE_REF, runBuildBench } from './build.js';
 import { runCommitBench } from './commit.js';
 import { runCommitLeanBench } from './commit-lean.js';
 import { runCpuBench } from './cpu.js';
@@ -19,6 +20,7 @@ import { runTemporalBench } from './temporal.js';
 const BENCHES: Record<string, (ctx: BenchContext) => Promise<void>> = {
   alerts: runAlertsBench,
   backfill: runBackfillBench,
+  build: runBuildBench,
   cpu: runCpuBench,
   stream: runStreamBench,
   commit: runCommitBench,
@@ -29,13 +31,17 @@ const BENCHES: Record<string, (ctx: BenchContext) => Promise<void>> = {
   takeover: runTakeoverBench,
   temporal: runTemporalBench,
 };
-/** A bench's own default baseline, when run alone: alerts compares against the dispatcher before NOTIFY. */
-const BASELINES: Record<string, string> = { alerts: ALERTS_BASELINE_REF };
+/**
+ * A bench's own default baseline, when run alone: alerts compares against the dispatcher before NOTIFY, build
+ * against the tree before the compiled build.
+ */
+const BASELINES: Record<string, string> = { alerts: ALERTS_BASELINE_REF, build: BUILD_BASELINE_REF };
 /** Benches whose anchor is measured in this tree (backfill: the stream's replay of the same history): no worktree. */
 const SAME_TREE_ANCHOR = new Set(['backfill']);
 /**
- * What `all` runs: takeover is a long kill -9 scenario of its own, and alerts a 5-minute one against a baseline of
- * its own; temporal and scale need a Temporal CLI (TEMPORAL_CLI), so they join only when one is given.
+ * What `all` runs: takeover is a long kill -9 scenario of its own, alerts a 5-minute one against a baseline of
+ * its own, and build measures start-up rather than throughput; temporal and scale need a Temporal CLI
+ * (TEMPORAL_CLI), so they join only when one is given.
  */
 const ALL = [
   'cpu',

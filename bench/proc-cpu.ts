@@ -46,6 +46,23 @@ export function processCpuMs(pid: number): number {
   return stat.ownMs;
 }
 
+/**
+ * cutime + cstime of a live process, in ms: the CPU of the children it has waited for. Across one child's run (and
+ * no other child exiting) the difference is that child's CPU, however short-lived it was.
+ */
+export function reapedChildrenCpuMs(pid: number = process.pid): number {
+  const stat = procStat(pid);
+  if (!stat) throw new Error(`process ${pid} is not in /proc`);
+  return stat.reapedChildrenMs;
+}
+
+/** VmRSS and VmHWM (the peak) of a live process from /proc/<pid>/status, in KiB. */
+export function processRssKiB(pid: number): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
+  return { rss: field('VmRSS'), peak: field('VmHWM') };
+}
+
 function commandName(pid: number): string | null {
   try {
     return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();

@@ -23,7 +23,7 @@ export interface CreateWorkerOptions {
   config: WorkerConfig;
   pool: pg.Pool;
   connection: NativeConnection;
-  /** A prebuilt bundle (tests build one per run); otherwise `workflowsPath` is bundled at start. */
+  /** A prebuilt bundle (tests build one per run), or sources bundled at start; neither: DEFAULT_WORKFLOW_CODE. */
   workflowBundle?: { codePath: string };
   workflowsPath?: string;
   /** Test cut points inside the streaming run. */

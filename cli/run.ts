@@ -7,6 +7,7 @@ import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type pg from 'pg';
 import { consumerSummary, type ConsumerSummary } from '../db/index.js';
+import { CLI_COMMAND } from '../worker/build-info.js';
 import { ConfigError, loadConfig, type WorkerConfig } from '../worker/config.js';
 import { startDevStack, stopInReverse, type DevStack, type NamedStop } from '../worker/dev-stack.js';
 import { JsonLogger } from '../worker/logger.js';
@@ -205,7 +206,7 @@ function printWhereToLook(io: RunIo, { services }: DevStack, cmd: RunCommand, en
   const databaseUrl = env.DATABASE_URL?.trim() ? '"$DATABASE_URL"' : services.databaseUrl;
   io.out(
     `operator CLI against this stack (another terminal):\n` +
-      `  DATABASE_URL=${databaseUrl} TEMPORAL_ADDRESS=${services.temporal.address} npm run cli -- status --consumer ${cmd.consumerId}`,
+      `  DATABASE_URL=${databaseUrl} TEMPORAL_ADDRESS=${services.temporal.address} ${CLI_COMMAND} status --consumer ${cmd.consumerId}`,
   );
 }
 

@@ -80,6 +80,12 @@ export function exitIfStaleBuild(program: string): void {
   process.exit(2);
 }
 
+/**
+ * The operator CLI as this code runs from the package root, for the commands it prints: the sources need no build
+ * (`npm run cli` runs dist/, which a development checkout may not have yet).
+ */
+export const CLI_COMMAND = COMPILED ? 'node dist/cli/main.js' : 'npx tsx cli/main.ts';
+
 /** Node's arguments to run the entry module `path` (e.g. `simulator/main`) of this code in a child process. */
 export function nodeEntryArgs(path: string): string[] {
   return COMPILED ? [join(DIST_DIR, `${path}.js`)] : ['--import', 'tsx', join(PACKAGE_ROOT, `${path}.ts`)];

@@ -18,7 +18,7 @@ export interface PageOverlapFault {
   transitions: number;
   /**
    * Leave out the events at the cursor's own position (the reader applied them already) and re-include the
-   * `transitions` before it: cursor at 105 gives 104, then 106, 107... (PROTOCOL.md section 7).
+   * `transitions` before it: cursor at 105 gives 104, then 106, 107... (docs/protocol.md §7).
    */
   omitCursorPosition: boolean;
 }

@@ -1,4 +1,4 @@
-// The reference Whalehunt stream server: PROTOCOL.md over a real WebSocket and HTTP server, backed by a
+// The reference Whalehunt stream server: docs/protocol.md over a real WebSocket and HTTP server, backed by a
 // Journal. It is how the consumer, the tests, the benchmarks and the main job meet a stream, so it follows
 // the contract exactly and can break it on purpose (faults) where a test asks it to.
 import { randomBytes } from 'node:crypto';

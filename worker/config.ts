@@ -32,7 +32,7 @@ export interface WorkerConfig {
   /** The streaming lease a consumer started by this deployment gets (workflow input). */
   leaseMs: number;
   whaleAlert: WhaleAlertConfig;
-  /** The paginated history source (PROTOCOL.md section 8): events asked per page, events per durable chunk. */
+  /** The paginated history source (docs/protocol.md §8): events asked per page, events per durable chunk. */
   pages: { stream: string; limit: number; chunkSize: number };
   logLevel: LogLevel;
   logFormat: LogFormat;

@@ -209,6 +209,9 @@ const envSchema = z.object({
   METRICS_HOST: z.string().trim().min(1, 'must not be empty').default('0.0.0.0'),
 });
 
+/** Every variable the worker's configuration reads besides the Temporal ones (`--help` must list each). */
+export const CONFIG_VARIABLES = Object.keys(envSchema.shape);
+
 function boundsOf(env: {
   DB_LOCK_TIMEOUT_MS: number;
   DB_STATEMENT_TIMEOUT_MS: number;

@@ -120,9 +120,14 @@ export class ReferenceStreamServer implements ConnectionHost {
     // ws itself only guards memory; frames between maxFrameBytes and this bound get a protocol_violation.
     const wss = new WebSocketServer({ server: http, path: STREAM_PATH, maxPayload: maxFrameBytes * 4 });
     await new Promise<void>((resolve, reject) => {
-      http.once('error', reject);
+      // ws re-emits the HTTP server's errors (EADDRINUSE) on the WebSocketServer, where an unheard one is thrown.
+      const fail = (error: Error): void => {
+        wss.close();
+        reject(error);
+      };
+      wss.once('error', fail);
       http.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', () => {
-        http.off('error', reject);
+        wss.off('error', fail);
         resolve();
       });
     });

@@ -73,7 +73,7 @@ import {
 export interface ActivitiesConfig {
   /** Everything the streaming run needs, the API key included. */
   stream: ConsumeStreamConfig;
-  /** The paginated history source (PROTOCOL.md section 8): events asked per page, events per durable chunk. */
+  /** The paginated history source (docs/protocol.md §8): events asked per page, events per durable chunk. */
   pages: { stream: string; limit: number; chunkSize: number };
 }
 
@@ -317,7 +317,7 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /**
-     * Pages the history source from the consumer's saved cursor (PROTOCOL.md section 8). Heartbeats its progress
+     * Pages the history source from the consumer's saved cursor (docs/protocol.md §8). Heartbeats its progress
      * at least every heartbeatEveryMs (so a cancellation reaches it during a long backoff too); cancellation stops
      * at a chunk boundary. Protocol stops are returned; a source still failing after the bounded backoff is
      * thrown as a retryable PageSourceUnavailable (Temporal retries from the saved cursor).

@@ -1,4 +1,4 @@
-// The Temporal-agnostic core of a paginated history consumer (PROTOCOL.md section 8):
+// The Temporal-agnostic core of a paginated history consumer (docs/protocol.md §8):
 //   fetch the page at the saved cursor → recognise the events inside the durable prefix by their receipts →
 //   give the rest durable outcomes in chunks (each one transaction: effects, receipts, applied_position) →
 //   only then replace the cursor with the page's `next`, by one compare-and-swap.

@@ -1,4 +1,4 @@
-// One request to the paginated history source (PROTOCOL.md section 8): the page at a cursor, asked with the
+// One request to the paginated history source (docs/protocol.md §8): the page at a cursor, asked with the
 // consumer's filter and the API key, and the answer read as a page, a reset (410) or a failure that says whether
 // the same cursor may be asked again. Failure messages never carry the key.
 import { canonicalJson } from '../protocol/canonical.js';

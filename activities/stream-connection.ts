@@ -1,8 +1,8 @@
 // One session of the streaming run over one WebSocket: socket → codec → Session → commitCheckpoint → ACK
-// (DESIGN.md "One frame's journey"). The run begins a new session epoch for each connection; a frame or callback
+// (docs/design.md "One frame's journey"). The run begins a new session epoch for each connection; a frame or callback
 // of a retired epoch is dropped. A connection ends once, with a ConnectionEnd the run acts on; an in-flight
 // commit finishes before its socket closes.
-// Commits are pipelined (PROTOCOL.md §5): frames of the next checkpoints are received, validated and staged while
+// Commits are pipelined (docs/protocol.md §5): frames of the next checkpoints are received, validated and staged while
 // one commits; checkpoints that complete meanwhile wait, and the next commit covers all of them (group commit).
 // ACKs follow each commit in checkpoint order; a commit that fails discards everything waiting behind it.
 import WebSocket from 'ws';
@@ -80,7 +80,7 @@ export class StreamConnection {
   #committing: Promise<void> | null = null;
   /**
    * A commit on this connection moved the committed position forward (the run's reconnect count starts over).
-   * Re-committing the same position is not progress (PROTOCOL.md §6): a fault that recurs on every session
+   * Re-committing the same position is not progress (docs/protocol.md §6): a fault that recurs on every session
    * must escalate.
    */
   #progressed = false;

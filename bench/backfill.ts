@@ -1,4 +1,4 @@
-// Backfill throughput against a live source: consumePages (the backfill's page run, PROTOCOL.md section 8) pages a
+// Backfill throughput against a live source: consumePages (the backfill's page run, docs/protocol.md §8) pages a
 // seeded journal of BENCH_TRANSITIONS transitions (default 100,000, about 250,000 events) from the retention floor
 // to its target (the head at its first page) while the reference server appends BENCH_LIVE_RATE live transitions a
 // second (default 20), against the anchor measured in the same run on the same server: consumeStream's from_floor

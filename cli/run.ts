@@ -86,7 +86,10 @@ export async function runMainJob(cmd: RunCommand, env: NodeJS.ProcessEnv, io: Ru
     const telemetry = await installRuntimeWithTelemetry(config, log, stack.pool);
     if (telemetry) {
       stops.push({ name: 'metrics endpoint', stop: () => telemetry.close() });
-      io.out(`metrics: ${telemetry.url}/metrics (health: ${telemetry.url}/healthz, ${telemetry.url}/readyz)`);
+      io.out(
+        `worker metrics (the consumer's and the Temporal SDK's): ${telemetry.url}/metrics ` +
+          `(health: ${telemetry.url}/healthz, ${telemetry.url}/readyz)`,
+      );
     }
     log.info('main job starting', {
       consumerId: cmd.consumerId,

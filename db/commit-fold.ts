@@ -1,4 +1,4 @@
-// Consecutive checkpoint plans of one session folded into the writes of one commit (PROTOCOL.md §5, group commit):
+// Consecutive checkpoint plans of one session folded into the writes of one commit (docs/protocol.md §5, group commit):
 // decideCommit on each plan in order, each seeing the rows read from the database plus the previous plans' own
 // writes, exactly as if each had committed before the next was decided. The fold stops before the first plan that
 // would not simply commit (a conflict, a held quarantine) or does not continue the previous one as the saved state

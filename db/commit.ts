@@ -1,4 +1,4 @@
-// commitCheckpoint(s): one transaction in three steps (DESIGN.md "The commit: read, decide, write"), for one
+// commitCheckpoint(s): one transaction in three steps (docs/design.md "The commit: read, decide, write"), for one
 // checkpoint or a run of consecutive ones (group commit).
 //   read   — fence on the checkpoint row (FOR UPDATE: every mutation of a consumer serialises here), then one
 //            query for the receipts/quarantine of the run's eventIds and one for the executions of its entityIds;
@@ -98,7 +98,7 @@ export async function commitCheckpoint(
 
 /**
  * Commits consecutive checkpoint plans of one session and generation (a consumer that fell behind) together:
- * one transaction, one WAL flush, ACKs in order afterwards (PROTOCOL.md §5, group commit). plans[0].fence is
+ * one transaction, one WAL flush, ACKs in order afterwards (docs/protocol.md §5, group commit). plans[0].fence is
  * the fence; each later plan is fenced on the version the one before it commits (their own fences are ignored).
  * Returns one outcome per plan, in order, up to and including the first that did not commit: the plans before
  * it are committed, it is answered exactly as if committed alone (a held quarantine records its held events), and

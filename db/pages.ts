@@ -1,4 +1,4 @@
-// Durable progress of the paginated history source (PROTOCOL.md section 8). Two kinds of progress per consumer:
+// Durable progress of the paginated history source (docs/protocol.md §8). Two kinds of progress per consumer:
 // `applied_position` (end of the complete durable prefix) moves with every chunk of a page, in the chunk's
 // transaction; `resume_cursor` moves only once every event of the page has a durable outcome, by one
 // compare-and-swap. Both are fenced on `version`. A chunk is read → decideCommit → the stream's shared effect

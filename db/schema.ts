@@ -270,7 +270,7 @@ export const outbox = pgTable(
 );
 
 /**
- * Progress of a paginated-history consumer (PROTOCOL.md section 8): the cursor to fetch next and the end of the
+ * Progress of a paginated-history consumer (docs/protocol.md §8): the cursor to fetch next and the end of the
  * complete durable prefix are separate, because a page's events become durable in chunks before its `next`
  * replaces the cursor. `version` is the compare-and-swap every chunk and every cursor swap is fenced on. Its
  * effects (receipts, executions, …) live in the same tables as a stream consumer's, keyed by consumer_id.

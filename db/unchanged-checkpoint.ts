@@ -1,5 +1,5 @@
 // A plan that names the saved checkpoint (an empty replay up to an unchanged cut, delivered on every session while
-// a fault recurs) is committed already: writing it would only bump the version. PROTOCOL.md §6 counts only a
+// a fault recurs) is committed already: writing it would only bump the version. docs/protocol.md §6 counts only a
 // position that moved forward as progress; the version must not climb either. Read inside the commit's
 // transaction, after the fence: the saved row is locked.
 import type pg from 'pg';

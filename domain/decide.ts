@@ -202,7 +202,7 @@ export function decideCommit(plan: DecidablePlan, existing: ExistingRows): Commi
 
   for (const event of plan.events) {
     // Identity is what the event says, not where it was delivered: the same event at another position is a
-    // duplicate too (PROTOCOL.md section 4).
+    // duplicate too (docs/protocol.md §4).
     const saved = existing.receipts.get(event.eventId);
     const seenHash = seenInPlan.get(event.eventId);
     if (saved !== undefined || seenHash !== undefined) {

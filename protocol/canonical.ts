@@ -1,4 +1,4 @@
-// Canonical JSON and the hashes PROTOCOL.md defines on it: keys sorted, no whitespace, arrays kept in order.
+// Canonical JSON and the hashes docs/protocol.md defines on it: keys sorted, no whitespace, arrays kept in order.
 // Every staged event is hashed, so this is on the streaming hot path: plain loops and string concatenation,
 // no per-object entry arrays or closures.
 import * as crypto from 'node:crypto';
@@ -60,7 +60,7 @@ export type EventContent = Pick<WireEvent, 'kind' | 'entityId' | 'revision' | 'd
 export const CONTENT_IDENTITY_PREFIX = 'v2:';
 
 /**
- * Content identity of an event (PROTOCOL.md section 4): `v2:` + hex SHA-256 of canonicalJson({kind, entityId,
+ * Content identity of an event (docs/protocol.md §4): `v2:` + hex SHA-256 of canonicalJson({kind, entityId,
  * revision, data}). Same eventId + same identity is a duplicate, a different one a conflict.
  */
 export function eventContentHash(event: EventContent): string {

@@ -1,5 +1,5 @@
 // Whether a checkpoint plan would change anything the database holds. A session that replays nothing up to an
-// unchanged cut delivers the saved checkpoint again; committing it would only bump the version (PROTOCOL.md §6:
+// unchanged cut delivers the saved checkpoint again; committing it would only bump the version (docs/protocol.md §6:
 // re-committing the same position is not progress). Such a plan is already committed: the commit writes nothing
 // when its quality notices are not newer than the saved ones either (db/commit.ts), and the ACK still follows.
 import { canonicalJson } from './canonical.js';

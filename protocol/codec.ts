@@ -1,4 +1,4 @@
-// The only module that knows the wire: every frame name and field name of PROTOCOL.md lives here.
+// The only module that knows the wire: every frame name and field name of docs/protocol.md lives here.
 // Decoding turns a WebSocket text message into a typed frame or a WireError that names the frame type,
 // the field and the reason. A real provider schema with other spellings is dropped in here alone.
 import { z } from 'zod';
@@ -50,7 +50,7 @@ export const tradeDataSchema = z.object({
 export type TradeData = z.infer<typeof tradeDataSchema>;
 
 // kind is any string at the wire level: an unsupported kind is not malformed, it is an event the reducer
-// cannot apply, and it must reach quarantine rather than vanish (PROTOCOL.md section 5).
+// cannot apply, and it must reach quarantine rather than vanish (docs/protocol.md §5).
 const wireEventSchema = z.object({
   ordinal: positiveInt,
   eventId: nonEmpty,

@@ -1,4 +1,4 @@
-// Pure logic of the paginated history source (PROTOCOL.md section 8): what a page is (advancing, zero-item,
+// Pure logic of the paginated history source (docs/protocol.md §8): what a page is (advancing, zero-item,
 // non-advancing), which of its events are already inside the durable prefix, how the rest is cut into chunks
 // that each end on a whole journal position.
 import type { PageEvent, PageResponse } from './codec.js';

@@ -119,10 +119,14 @@ function groupThousands(decimal: string): string {
   return fraction === undefined ? grouped : `${grouped}.${fraction}`;
 }
 
-/** Stream positions (events) per second, one decimal; "-" when unknown. */
+/**
+ * Journal positions committed per second, one decimal; "-" when unknown. Positions, not events: a position holds one
+ * or more events, and with a filter the committed position moves over positions without a matching event too; it
+ * is the unit of the lag shown beside it.
+ */
 export function formatRate(perSecond: number | null): string {
-  if (perSecond === null) return '- ev/s';
-  return `${groupThousands(perSecond.toFixed(1))} ev/s`;
+  if (perSecond === null) return '- pos/s';
+  return `${groupThousands(perSecond.toFixed(1))} pos/s`;
 }
 
 /** A time of day in UTC, as every "as of" label shows it: "07:50:12 UTC". */
@@ -148,7 +152,7 @@ export function progressFigures(
   };
 }
 
-/** One line: "position 1,604  head 1,916  lag 312  5.2 ev/s  as of 07:50:12 UTC". */
+/** One line: "position 1,604  head 1,916  lag 312  5.2 pos/s  as of 07:50:12 UTC". */
 export function formatProgress(reading: ProgressReading | null, rate: number | null): string {
   const f = progressFigures(reading, rate);
   return `position ${f.position}  head ${f.head}  lag ${f.lag}  ${f.rate}  ${f.asOf}`;

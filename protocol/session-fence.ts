@@ -1,4 +1,4 @@
-// Session epochs and frame-sequence checks (PROTOCOL.md sections 1 and 2). Pure: no I/O, no timers.
+// Session epochs and frame-sequence checks (docs/protocol.md §1 and §2). Pure: no I/O, no timers.
 // Every WebSocket connection is a new epoch; a callback that captured an older epoch must not change
 // state or ACK, so each such callback checks `SessionFence.isActive` for its epoch first.
 

@@ -1,4 +1,4 @@
-// The client side of one connection as a pure state machine (PROTOCOL.md section 3):
+// The client side of one connection as a pure state machine (docs/protocol.md §3):
 // awaiting hello → authenticate → awaiting authenticated → subscribe → awaiting subscribed → streaming.
 // Feed it decoded frames; it answers with actions for the caller to perform. It never holds the API key:
 // it asks the caller to authenticate.

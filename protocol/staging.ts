@@ -1,5 +1,5 @@
 // Bounded staging of one session's batches and quality notices until their checkpoint commits
-// (PROTOCOL.md sections 3 and 5). Pure: the clock is injected. Staged items are kept in journal order
+// (docs/protocol.md §3 and §5). Pure: the clock is injected. Staged items are kept in journal order
 // (position, ordinal) because the server delivers them that way and every frame is checked against the
 // previous one; observedAt is carried, never used for ordering.
 import { eventContentHash } from './canonical.js';

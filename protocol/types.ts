@@ -58,7 +58,7 @@ export interface QuarantinePolicy {
 /** How the session that produced a plan was started. */
 export type StartMode = StartRequest['mode'];
 
-/** Everything one checkpoint commits, in one transaction (PROTOCOL.md section 5). */
+/** Everything one checkpoint commits, in one transaction (docs/protocol.md §5). */
 export interface CheckpointPlan {
   consumerId: string;
   /** What this attempt loaded: the commit is a compare-and-swap on both. */

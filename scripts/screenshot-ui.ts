@@ -2,7 +2,8 @@
 //   npx tsx scripts/screenshot-ui.ts [--out docs/ui]
 // Starts everything it needs and stops it again: a scratch database on DATABASE_URL's server (default
 // postgres://postgres@127.0.0.1:5432/test), a Temporal dev server with its Web UI on free ports, the reference
-// stream server, an in-process worker and two consumers, one streaming and one stopped at a gap decision.
+// stream server, an in-process worker and two consumers, one streaming and one stopped at a gap decision, which
+// the last shots resolve from the UI (More Actions → Send an Update, as test/e2e/ui-decisions.test.ts does).
 // Chromium (CHROMIUM_PATH, default /usr/bin/chromium) runs headless; every shot waits for the rendered text it
 // shows, since the UI fetches and renders after load (and --virtual-time-budget hangs on the detail page).
 import { randomUUID } from 'node:crypto';
@@ -13,7 +14,7 @@ import { parseArgs } from 'node:util';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import pg from 'pg';
-import puppeteer, { type Browser, type Frame, type Page } from 'puppeteer-core';
+import type { Browser, Frame } from 'puppeteer-core';
 import { createPool, migrate } from '../db/index.js';
 import { Journal } from '../simulator/journal.js';
 import { ReferenceStreamServer } from '../simulator/server.js';
@@ -33,12 +34,19 @@ import {
   type ConsumerStatus,
 } from '../workflows/definitions.js';
 import { freePort } from './free-port.js';
+import {
+  currentDetails,
+  enterUpdateData,
+  launchChromium,
+  openUpdateDialog,
+  renderedUiDecision,
+  submitUpdate,
+  VIEWPORT,
+  workflowPage,
+} from './temporal-ui.js';
 
 const ADMIN_DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const NAMESPACE = 'default';
-const DETAILS_IFRAME = 'iframe[src*="/render?content="]';
-const VIEWPORT = { width: 1280, height: 900 };
 const WAIT_MS = 90_000;
 const LIVE_CONSUMER = 'demo-live';
 const GAP_CONSUMER = 'demo-gap';
@@ -185,18 +193,7 @@ async function withStack(teardown: Teardown, outDir: string): Promise<string[]> 
 
   log(`Temporal Web UI at ${uiUrl}; taking screenshots`);
   await mkdir(outDir, { recursive: true });
-  const browser = await puppeteer.launch({
-    executablePath: CHROMIUM_PATH,
-    headless: true,
-    defaultViewport: VIEWPORT,
-    // The teardown closes it, in order, on every exit path including signals.
-    handleSIGINT: false,
-    handleSIGTERM: false,
-    // Over a pipe, Chromium exits with this process even when it is killed outright.
-    pipe: true,
-    // Root in a container has no user namespace sandbox; /dev/shm there is often too small for Chromium.
-    args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
-  });
+  const browser = await launchChromium();
   teardown.add('Chromium', () => browser.close());
   return takeShots(browser, uiUrl, outDir, { live, gap });
 }
@@ -215,46 +212,57 @@ async function takeShots(
     await page.screenshot({ path });
     written.push(path);
   };
-  const workflowsUrl = `${uiUrl}/namespaces/${NAMESPACE}/workflows`;
-  const runUrl = async (handle: ConsumerHandle): Promise<string> =>
-    `${workflowsUrl}/${encodeURIComponent(handle.workflowId)}/${(await handle.describe()).runId}`;
+  const pageOf = async (handle: ConsumerHandle, tab: Parameters<typeof workflowPage>[2]): Promise<string> =>
+    workflowPage(
+      uiUrl,
+      { namespace: NAMESPACE, workflowId: handle.workflowId, runId: (await handle.describe()).runId },
+      tab,
+    );
 
   const query = `WhalehuntPhase = "awaiting_gap_decision"`;
-  await page.goto(`${workflowsUrl}?query=${encodeURIComponent(query)}`);
+  await page.goto(`${uiUrl}/namespaces/${NAMESPACE}/workflows?query=${encodeURIComponent(query)}`);
   await page.waitForSelector(`::-p-text(${consumers.gap.workflowId})`);
   await shoot('workflows-by-phase');
 
-  await page.goto(`${await runUrl(consumers.live)}/user-metadata`);
+  await page.goto(await pageOf(consumers.live, 'user-metadata'));
   const liveHeading = `${LIVE_CONSUMER}: streaming`;
   log(describeFit(liveHeading, await measureFit(await currentDetails(page, liveHeading))));
   await shoot('current-details-streaming');
 
-  await page.goto(`${await runUrl(consumers.gap)}/user-metadata`);
+  await page.goto(await pageOf(consumers.gap, 'user-metadata'));
   const gapHeading = `${GAP_CONSUMER}: awaiting_gap_decision`;
   const gapDetails = await currentDetails(page, gapHeading);
+  const decision = await renderedUiDecision(gapDetails);
   await shoot('current-details-gap-decision');
   log(describeFit(gapHeading, await measureFit(gapDetails)));
 
-  await page.goto(`${await runUrl(consumers.gap)}/search-attributes`);
+  await page.goto(await pageOf(consumers.gap, 'search-attributes'));
   await page.waitForSelector('::-p-text("WhalehuntPhase": "awaiting_gap_decision")');
   await shoot('search-attributes');
-  return written;
-}
 
-/**
- * The UI renders Current Details (markdown) in a same-origin iframe, which it replaces as its data arrives (a wait
- * inside one iframe can outlive it); waits from the page until the current iframe's heading says `heading` and its
- * fonts are loaded.
- */
-async function currentDetails(page: Page, heading: string): Promise<Frame> {
-  const rendered = `(() => {
-    const doc = document.querySelector(${JSON.stringify(DETAILS_IFRAME)})?.contentDocument;
-    return doc?.fonts.status === 'loaded' && doc.querySelector('h2')?.textContent.includes(${JSON.stringify(heading)});
-  })()`;
-  await page.waitForFunction(rendered);
-  const frame = await (await page.$(DETAILS_IFRAME))?.contentFrame();
-  if (!frame) throw new Error('the Current Details iframe went away');
-  return frame;
+  // The decision from the UI alone, with the name and a line Current Details shows: as shown (refused), then filled
+  // in (accepted). From the History tab: the User Metadata tab takes a typed "r" as its reload key.
+  const fromFloor = decision.inputs.find((line) => line.includes('"from_floor"'));
+  if (fromFloor === undefined)
+    throw new Error(`Current Details offers no from_floor line: ${decision.inputs.join(' ')}`);
+  const history = await pageOf(consumers.gap, 'history');
+  await page.goto(history);
+  await openUpdateDialog(page, decision.name);
+  await enterUpdateData(page, fromFloor);
+  const refusal = await submitUpdate(page, decision.name);
+  if (!('refused' in refusal)) throw new Error('the unedited line was accepted');
+  await shoot('ui-update-refused');
+  await page.goto(history);
+  await openUpdateDialog(page, decision.name);
+  const filled = { ...(JSON.parse(fromFloor) as object), actor: 'ana', reason: 'positions expired upstream; accept' };
+  await enterUpdateData(page, JSON.stringify(filled));
+  await shoot('ui-update-dialog');
+  if (!('accepted' in (await submitUpdate(page, decision.name)))) throw new Error('the filled-in line was refused');
+  await shoot('ui-update-result');
+  await page.goto(await pageOf(consumers.gap, 'user-metadata'));
+  await currentDetails(page, `${GAP_CONSUMER}: streaming`);
+  await shoot('current-details-after-ui-decision');
+  return written;
 }
 
 interface DetailsFit {

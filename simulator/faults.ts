@@ -18,7 +18,7 @@ export interface PageOverlapFault {
   transitions: number;
   /**
    * Leave out the events at the cursor's own position (the reader applied them already) and re-include the
-   * `transitions` before it: cursor at 105 gives 104, then 106, 107... (PROTOCOL.md section 7).
+   * `transitions` before it: cursor at 105 gives 104, then 106, 107... (docs/protocol.md §7).
    */
   omitCursorPosition: boolean;
 }
@@ -46,8 +46,15 @@ export interface FaultPlan {
   drainOldConnections?: boolean;
   /** The first batch at or above this position reuses the eventId of an earlier delivered event (a conflict). */
   conflictingEventAt?: number;
-  /** The first batch at or above this position carries an event of an unknown kind. */
+  /**
+   * The first batch at or above this position carries an event of an unknown kind; from then on every delivery of
+   * that event does (`unknownKindEventId`), as if the journal held it so. A consumer commits what it received only at
+   * a checkpoint and a connection may end before that one (an explicit start ends at its first commit): a one-shot
+   * kind would be replayed as its true kind on the next connection, and no quarantine would ever show.
+   */
   unknownKindAt?: number;
+  /** Persistent, set when `unknownKindAt` fires: the event every delivery carries with an unknown kind. */
+  unknownKindEventId?: string;
   /** The first batch at or above this position is padded beyond maxFrameBytes. */
   oversizeFrameAt?: number;
   /** The next page re-includes the events of this many transitions before its cursor (or as described). */
@@ -110,6 +117,9 @@ export function caughtUpCut(faults: FaultPlan, position: number): { position: nu
   return faults.malformedCaughtUp ? (position as unknown as { position: number }) : { position };
 }
 
+/** A kind the consumer does not support: quarantined at the commit (docs/protocol.md §5). */
+const UNKNOWN_KIND = 'market_resolution';
+
 /**
  * The events of the batch at `position` after any armed event fault: a conflicting eventId (taken from
  * `earlierMatchedEvent`, the nearest earlier event the connection delivered), an unknown kind, or padding
@@ -121,6 +131,10 @@ export function applyEventFaults(
   events: JournalEvent[],
   context: { earlierMatchedEvent: () => JournalEvent | undefined; maxFrameBytes: number },
 ): JournalEvent[] {
+  if (faults.unknownKindEventId !== undefined) {
+    const unknown = faults.unknownKindEventId;
+    events = events.map((event) => (event.eventId === unknown ? { ...event, kind: UNKNOWN_KIND } : event));
+  }
   const [first, ...rest] = events as [JournalEvent, ...JournalEvent[]];
   if (faults.conflictingEventAt !== undefined && position >= faults.conflictingEventAt) {
     const earlier = context.earlierMatchedEvent();
@@ -131,7 +145,8 @@ export function applyEventFaults(
   }
   if (faults.unknownKindAt !== undefined && position >= faults.unknownKindAt) {
     faults.unknownKindAt = undefined;
-    return [{ ...first, kind: 'market_resolution' }, ...rest];
+    faults.unknownKindEventId = first.eventId;
+    return [{ ...first, kind: UNKNOWN_KIND }, ...rest];
   }
   if (faults.oversizeFrameAt !== undefined && position >= faults.oversizeFrameAt) {
     faults.oversizeFrameAt = undefined;

@@ -1,4 +1,4 @@
-// Filter matching (PROTOCOL.md section 3): which journal events a subscription or a page delivers, and the
+// Filter matching (docs/protocol.md §3): which journal events a subscription or a page delivers, and the
 // mappings frozen for it. Shared by the stream connections and the page endpoint.
 import type { Mappings, StreamFilter } from '../protocol/codec.js';
 import { compareDecimal, mulDecimal, parseDecimal, type Decimal } from '../protocol/decimal.js';

@@ -949,7 +949,7 @@ export class JournalError extends Error {
   }
 }
 
-/** Content identity (PROTOCOL.md section 4): what an event says, not where or when it was delivered. */
+/** Content identity (docs/protocol.md §4): what an event says, not where or when it was delivered. */
 function sameContent(a: JournalEvent, b: JournalEvent): boolean {
   return (
     a.kind === b.kind &&

@@ -62,6 +62,14 @@ async function main(): Promise<void> {
     tokenSecret: config.tokenSecret,
     liveAppendRate: config.liveRate,
     faults: config.faults,
+  }).catch((err: unknown) => {
+    // One line naming the port and the way out, not the listen stack trace.
+    if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+      throw new Error(
+        `port ${config.port} on ${config.host} is already in use; pick another with --port N (0: a free one)`,
+      );
+    }
+    throw err;
   });
   const { id, floor, head } = journal.history;
   process.stdout.write(`whalehunt simulator: history ${id} floor ${floor} head ${head}\n`);

@@ -140,7 +140,7 @@ Faults (one-shot unless noted):
   --malformed-caught-up          every caught_up carries a malformed cut (recurring)
   --drain-old-connections        a superseded connection keeps delivering (persistent)
   --conflict-at P                reuse an earlier eventId with other content at or after P
-  --unknown-kind-at P            an event of an unknown kind at or after P
+  --unknown-kind-at P            the first event delivered at or after P has an unknown kind, on every delivery
   --oversize-at P                a frame over --max-frame-bytes at or after P
   --page-overlap N               the next page re-includes N earlier transitions
   --page-overlap-omit-cursor     ...leaving out the events at the cursor's own position

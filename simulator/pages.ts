@@ -1,4 +1,4 @@
-// The paginated history endpoint (PROTOCOL.md section 8): GET /v1/streams/{stream}/events?cursor&limit&filter
+// The paginated history endpoint (docs/protocol.md §8): GET /v1/streams/{stream}/events?cursor&limit&filter
 // answers `{events, next, history}`. A page holds whole transitions; cursors are tokens bound to the history
 // and the filter; at the head `next` equals the request cursor (non-advancing: the reader backs off).
 import type { IncomingMessage, ServerResponse } from 'node:http';

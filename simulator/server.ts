@@ -1,4 +1,4 @@
-// The reference Whalehunt stream server: PROTOCOL.md over a real WebSocket and HTTP server, backed by a
+// The reference Whalehunt stream server: docs/protocol.md over a real WebSocket and HTTP server, backed by a
 // Journal. It is how the consumer, the tests, the benchmarks and the main job meet a stream, so it follows
 // the contract exactly and can break it on purpose (faults) where a test asks it to.
 import { randomBytes } from 'node:crypto';
@@ -120,9 +120,14 @@ export class ReferenceStreamServer implements ConnectionHost {
     // ws itself only guards memory; frames between maxFrameBytes and this bound get a protocol_violation.
     const wss = new WebSocketServer({ server: http, path: STREAM_PATH, maxPayload: maxFrameBytes * 4 });
     await new Promise<void>((resolve, reject) => {
-      http.once('error', reject);
+      // ws re-emits the HTTP server's errors (EADDRINUSE) on the WebSocketServer, where an unheard one is thrown.
+      const fail = (error: Error): void => {
+        wss.close();
+        reject(error);
+      };
+      wss.once('error', fail);
       http.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', () => {
-        http.off('error', reject);
+        wss.off('error', fail);
         resolve();
       });
     });

@@ -32,7 +32,7 @@ export interface WorkerConfig {
   /** The streaming lease a consumer started by this deployment gets (workflow input). */
   leaseMs: number;
   whaleAlert: WhaleAlertConfig;
-  /** The paginated history source (PROTOCOL.md section 8): events asked per page, events per durable chunk. */
+  /** The paginated history source (docs/protocol.md §8): events asked per page, events per durable chunk. */
   pages: { stream: string; limit: number; chunkSize: number };
   logLevel: LogLevel;
   logFormat: LogFormat;
@@ -208,6 +208,9 @@ const envSchema = z.object({
   ),
   METRICS_HOST: z.string().trim().min(1, 'must not be empty').default('0.0.0.0'),
 });
+
+/** Every variable the worker's configuration reads besides the Temporal ones (`--help` must list each). */
+export const CONFIG_VARIABLES = Object.keys(envSchema.shape);
 
 function boundsOf(env: {
   DB_LOCK_TIMEOUT_MS: number;

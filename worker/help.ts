@@ -6,11 +6,30 @@ Usage: npm run worker [-- --help]
 
 Configuration is read from the environment once, at start-up:
   DATABASE_URL               postgres:// connection URL (required)
+  DATABASE_POOL_SIZE         Postgres connections this process opens at most (default 10)
+  DB_LOCK_TIMEOUT_MS, DB_STATEMENT_TIMEOUT_MS, DB_IDLE_IN_TRANSACTION_TIMEOUT_MS
+                             Postgres bounds of every pooled session (default 3000, 8000, 5000)
   WHALEHUNT_URL              stream WebSocket URL, ws:// or wss:// (required)
   WHALEHUNT_API_KEY          stream API key (required; never logged)
-  TEMPORAL_ADDRESS           Temporal frontend (default 127.0.0.1:7233)
+  TASK_QUEUE                 task queue the worker polls (default whalehunt-consumer)
+  MAX_CONCURRENT_ACTIVITIES  activity slots: consumers this worker streams at once (default 100)
+
+Temporal, read as the \`temporal\` CLI reads it (variables over the profile, over the defaults):
+  TEMPORAL_ADDRESS           Temporal frontend host:port (default 127.0.0.1:7233)
   TEMPORAL_NAMESPACE         Temporal namespace (default default)
-  TASK_QUEUE                 task queue the worker polls
+  TEMPORAL_API_KEY           API key, e.g. for Temporal Cloud; implies TLS (never logged)
+  TEMPORAL_TLS               true: TLS with the system's CAs
+  TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_CA_CERT_DATA
+                             a private CA for the server's certificate (file, or the PEM inline)
+  TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_CERT_DATA, TEMPORAL_TLS_CLIENT_KEY_PATH,
+  TEMPORAL_TLS_CLIENT_KEY_DATA
+                             client certificate and key for mutual TLS (both or neither)
+  TEMPORAL_TLS_SERVER_NAME   the name the server's certificate holds, when not the address's host
+  TEMPORAL_PROFILE           profile of the profile file to read (default default)
+  TEMPORAL_CONFIG_FILE       the profile file (default ~/.config/temporalio/temporal.toml)
+  TEMPORAL_GRPC_META_<NAME>  a gRPC header sent with every call
+
+Stream and processing:
   LEASE_MS, HEARTBEAT_MS, CONNECT_TIMEOUT_MS, RECONNECT_MAX_ATTEMPTS, RECONNECT_INITIAL_MS, RECONNECT_MAX_MS
                              streaming lease, heartbeat and reconnect tuning (milliseconds, counts)
   MAX_FRAME_BYTES, STAGING_MAX_EVENTS, STAGING_MAX_BYTES, STAGING_MAX_AGE_MS
@@ -31,6 +50,7 @@ Configuration is read from the environment once, at start-up:
   LOG_FORMAT                 json (default, one object per line) or pretty
   METRICS_PORT               serve /metrics, /healthz and /readyz on this port (unset: off; 0: a free port)
   METRICS_HOST               address the endpoint binds (default 0.0.0.0)
+  WORKFLOW_BUNDLE_PATH       a prebuilt workflow bundle (default: bundle workflows/index.ts at start)
 
 SIGINT/SIGTERM shut down gracefully: leases stop at their next checkpoint boundary.
 Exit codes: 0 stopped, 1 failed, 2 invalid configuration.

@@ -120,6 +120,16 @@ interface DevServerOptions {
   log: (line: string) => void;
 }
 
+/**
+ * A line of the dev server's output as the job prints it. Its banner names its own Prometheus endpoint
+ * ("Metrics: …": the Temporal server's internals), which would read as a second URL for the consumer's metrics.
+ */
+export function devServerLine(line: string): string {
+  const metrics = /^Metrics:\s+(\S+)/.exec(line.trim());
+  if (metrics) return `[temporal] the dev server's own metrics (Temporal server internals): ${metrics[1]}`;
+  return `[temporal] ${line}`;
+}
+
 async function startTemporalDevServer(
   options: DevServerOptions,
 ): Promise<{ address: string; uiUrl: string; stop: () => Promise<void> }> {
@@ -163,7 +173,7 @@ async function startTemporalDevServer(
     createInterface({ input: stream }).on('line', (line) => {
       recentOutput.push(line);
       if (recentOutput.length > 20) recentOutput.shift();
-      if (!stopping) options.log(`[temporal] ${line}`);
+      if (!stopping) options.log(devServerLine(line));
     });
   }
   const exited = new Promise<string>((resolveExit) => {

@@ -1,4 +1,4 @@
-// TEST-ONLY: kill -9 of the worker at a cut point of the paginated history run (PROTOCOL.md section 8), the page
+// TEST-ONLY: kill -9 of the worker at a cut point of the paginated history run (docs/protocol.md §8), the page
 // counterpart of WHALEHUNT_TEST_CRASH_AT. `<point>:<position>` SIGKILLs the process the first time the point is
 // reached at or past `position`:
 //   beforePageChunk   before the transaction of the chunk whose last position is at or past it

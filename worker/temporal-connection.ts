@@ -6,7 +6,7 @@
 // key stays inside the connection options (never in a description, a log line or an error).
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
-import { connect as tlsConnect } from 'node:tls';
+import { checkServerIdentity, connect as tlsConnect, type PeerCertificate } from 'node:tls';
 import { Connection, type ConnectionOptions } from '@temporalio/client';
 import {
   loadClientConfig,
@@ -182,6 +182,7 @@ export async function connectNative(settings: TemporalSettings): Promise<NativeC
  * at once and says what was refused.
  */
 export async function connectClient(settings: TemporalSettings, connectTimeoutMs = 10_000): Promise<Connection> {
+  if (tlsTarget(settings)?.ipServerName) dropIpServerNameWarning();
   const connecting = Connection.connect({ ...settings.connectionOptions(), connectTimeout: connectTimeoutMs });
   connecting.catch(() => undefined);
   const problem = await tlsHandshakeProblem(settings, connectTimeoutMs);
@@ -208,18 +209,18 @@ const HTTP2_PREFACE = Buffer.concat([
  * or this client refused, or null when it answered (or TLS is off, or it took too long to tell).
  */
 async function tlsHandshakeProblem(settings: TemporalSettings, timeoutMs: number): Promise<string | null> {
-  const { tls } = settings.nativeConnectionOptions();
-  if (tls === undefined || tls === null || tls === false) return null;
-  const material = tls === true ? {} : tls;
-  const at = settings.address.lastIndexOf(':');
-  const host = settings.address.slice(0, at).replace(/^\[(.*)\]$/, '$1');
-  const servername = material.serverNameOverride ?? (isIP(host) ? undefined : host);
+  const target = tlsTarget(settings);
+  if (target === null) return null;
+  const { material, host, port, serverName } = target;
   return new Promise((resolveProbe) => {
     const socket = tlsConnect({
       host,
-      port: Number(settings.address.slice(at + 1)),
+      port,
       ALPNProtocols: ['h2'],
-      ...(servername ? { servername } : {}),
+      // An IP address is no server name (RFC 6066): sent as none, and the certificate checked against it.
+      ...(target.ipServerName
+        ? { checkServerIdentity: (_host: string, cert: PeerCertificate) => checkServerIdentity(serverName, cert) }
+        : { servername: serverName }),
       ...(material.serverRootCACertificate ? { ca: Buffer.from(material.serverRootCACertificate) } : {}),
       ...(material.clientCertPair
         ? { cert: Buffer.from(material.clientCertPair.crt), key: Buffer.from(material.clientCertPair.key) }
@@ -237,6 +238,48 @@ async function tlsHandshakeProblem(settings: TemporalSettings, timeoutMs: number
     socket.once('close', () => settle('TLS: the server closed the connection after the handshake'));
   });
 }
+
+type TlsMaterial = Exclude<NativeConnectionOptions['tls'], undefined | null | boolean>;
+
+/** Where a TLS connection goes and the server name it checks, or null with TLS off. */
+function tlsTarget(
+  settings: TemporalSettings,
+): { material: TlsMaterial; host: string; port: number; serverName: string; ipServerName: boolean } | null {
+  const { tls } = settings.nativeConnectionOptions();
+  if (tls === undefined || tls === null || tls === false) return null;
+  const material = tls === true ? {} : tls;
+  const at = settings.address.lastIndexOf(':');
+  const host = settings.address.slice(0, at).replace(/^\[(.*)\]$/, '$1');
+  const serverName = material.serverNameOverride ?? host;
+  return {
+    material,
+    host,
+    port: Number(settings.address.slice(at + 1)),
+    serverName,
+    ipServerName: isIP(serverName) !== 0,
+  };
+}
+
+/**
+ * grpc-js (under @temporalio/client's Connection) always sends the server name as TLS SNI, and for an IP address
+ * Node warns (DEP0123: RFC 6066 allows host names only) on the process's first handshake, i.e. on every CLI call.
+ * Nothing is wrong and nothing is to be done about it: the server ignores such a name and the certificate is still
+ * verified against the address. So that one warning is dropped, only in processes that connect to an IP address.
+ */
+function dropIpServerNameWarning(): void {
+  if (ipServerNameWarningDropped) return;
+  ipServerNameWarningDropped = true;
+  const emitWarning = process.emitWarning.bind(process) as (...args: unknown[]) => void;
+  const dropping = (...args: unknown[]): void => {
+    // emitWarning(warning, type, code) or emitWarning(warning, { type, code })
+    const [, typeOrOptions, code] = args;
+    const options =
+      typeof typeOrOptions === 'object' && typeOrOptions !== null ? (typeOrOptions as { code?: unknown }) : null;
+    if ((options ? options.code : code) !== 'DEP0123') emitWarning(...args);
+  };
+  process.emitWarning = dropping;
+}
+let ipServerNameWarningDropped = false;
 
 /** OpenSSL's "…:SSL routines:function:reason:file:line…" shortened to the reason. */
 function opensslReason(message: string): string {

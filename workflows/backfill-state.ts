@@ -2,7 +2,7 @@
 // the status query answers and what Current Details shows. Pure (no Temporal APIs); the workflow supplies the clock.
 import type { PageOutcome, PageTarget } from '../activities/page-consumer.js';
 import { formatCount, formatTime } from '../protocol/progress.js';
-import { resolveGapCommand, resolveQuarantineCommand, resumeCommand, wrapShellCommand } from './commands.js';
+import { gapResolution, quarantineResolution, resumeResolution, waitingDetails, type Resolution } from './commands.js';
 import type {
   BackfillCarriedState,
   BackfillCounters,
@@ -199,16 +199,21 @@ export class BackfillState {
   }
 
   private resolveWith(phase: BackfillPhase): string {
+    return this.resolution(phase)?.commands.join('\n') ?? '';
+  }
+
+  /** The decisions that end a waiting phase, from a shell and from the UI (a backfill has no live cut). */
+  private resolution(phase: ConsumerStop['phase']): Resolution | null {
     const id = this.consumerId;
     switch (phase) {
       case 'awaiting_gap_decision':
-        return [resolveGapCommand(id, 'from_floor'), resolveGapCommand(id, 'abandon')].join('\n');
+        return gapResolution(id, ['from_floor', 'abandon']);
       case 'awaiting_quarantine_decision':
-        return [resolveQuarantineCommand(id, 'release_terminal'), resolveQuarantineCommand(id, 'retry')].join('\n');
+        return quarantineResolution(id, ['release_terminal', 'retry']);
       case 'paused':
-        return resumeCommand(id);
+        return resumeResolution(id);
       default:
-        return '';
+        return null;
     }
   }
 
@@ -259,13 +264,7 @@ export class BackfillState {
     const p = this.progress;
     const c = this.counters;
     const lines = [`## Backfill \`${this.consumerId}\`: ${this.phase}`];
-    if (this.stop !== null) {
-      lines.push('', `**Waiting since ${formatTime(this.stop.since)}:** ${this.stop.reason}`);
-      if (this.stop.resolveWith !== '') {
-        const commands = this.stop.resolveWith.split('\n').map((command) => wrapShellCommand(command));
-        lines.push('', '```sh', commands.join('\n'), '```');
-      }
-    }
+    if (this.stop !== null) lines.push(...waitingDetails(this.stop, this.resolution(this.stop.phase)?.ui ?? null));
     if (this.waiting !== null)
       lines.push('', `**At the head until ${formatTime(this.waiting.until)}:** ${this.waiting.reason}`);
     if (this.ending !== null) lines.push('', `Ended: ${this.ending}`);

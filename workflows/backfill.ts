@@ -1,5 +1,5 @@
 // The backfill workflow: one per page consumer (id `whalehunt-backfill:<consumerId>`). It runs the page activity
-// (PROTOCOL.md section 8) a bounded number of pages at a time, adopts each run's saved progress (the database is
+// (docs/protocol.md §8) a bounded number of pages at a time, adopts each run's saved progress (the database is
 // the authority) and stops in a named waiting phase whenever an operator must decide (a held quarantine, a
 // refused cursor). It completes at its target, fixed when it starts (the source's head at its first page, or the
 // start's `until`), optionally handing the consumer id over to the live stream consumer; a tailing backfill has no

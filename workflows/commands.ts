@@ -1,6 +1,15 @@
-// The exact operator commands shown in Current Details. The CLI (cli/main.ts) implements these names and
-// flags; keep both in step so a stopped consumer always shows a command that works when pasted.
+// The exact operator commands shown in Current Details, and the same decisions as the Temporal UI sends them
+// (More Actions → Send an Update / Send a Signal: a name and a JSON input). The CLI (cli/main.ts) implements these
+// names and flags; keep both in step so a stopped consumer always shows a command that works when pasted.
 import type { BindingDecision, GapDecision, QuarantineDecision } from '../activities/types.js';
+import { formatTime } from '../protocol/progress.js';
+import {
+  resolveBindingUpdate,
+  resolveGapUpdate,
+  resolveQuarantineUpdate,
+  resumeSignal,
+  type ConsumerStop,
+} from './definitions.js';
 
 const CLI = 'npx tsx cli/main.ts';
 
@@ -38,6 +47,96 @@ export function resolveQuarantineCommand(consumerId: string, decision: Quarantin
 
 export function resumeCommand(consumerId: string): string {
   return command('resume', consumerId, null);
+}
+
+/** A decision from the Temporal UI alone: the More Actions entry, the update's (or signal's) name, its inputs. */
+export interface UiDecision {
+  /** An update is validated before it reaches history (a wrong input is refused); resume exists as a signal only. */
+  action: 'Send an Update' | 'Send a Signal';
+  name: string;
+  /** One JSON input per decision, on one line. `actor` and `reason` are left empty to be filled in: empty, refused. */
+  inputs: string[];
+}
+
+/** How an operator resolves a stop: the CLI commands (one per decision) and the same decisions from the UI. */
+export interface Resolution {
+  commands: string[];
+  ui: UiDecision;
+}
+
+/** A decision's input as the UI takes it. The audit fields are empty: refused as they are, never passed unedited. */
+function uiInput(fields: Record<string, string>): string {
+  return JSON.stringify({ ...fields, actor: '', reason: '' });
+}
+
+export function gapResolution(consumerId: string, decisions: readonly GapDecision[]): Resolution {
+  return {
+    commands: decisions.map((decision) => resolveGapCommand(consumerId, decision)),
+    ui: {
+      action: 'Send an Update',
+      name: resolveGapUpdate.name,
+      inputs: decisions.map((decision) => uiInput({ decision })),
+    },
+  };
+}
+
+export function bindingResolution(consumerId: string, decisions: readonly BindingDecision[]): Resolution {
+  return {
+    commands: decisions.map((decision) => resolveBindingCommand(consumerId, decision)),
+    ui: {
+      action: 'Send an Update',
+      name: resolveBindingUpdate.name,
+      inputs: decisions.map((decision) => uiInput({ decision })),
+    },
+  };
+}
+
+export function quarantineResolution(consumerId: string, decisions: readonly QuarantineDecision[]): Resolution {
+  return {
+    commands: decisions.map((decision) => resolveQuarantineCommand(consumerId, decision)),
+    ui: {
+      action: 'Send an Update',
+      name: resolveQuarantineUpdate.name,
+      inputs: decisions.map((decision) => uiInput({ decision })),
+    },
+  };
+}
+
+export function resumeResolution(consumerId: string): Resolution {
+  return {
+    commands: [resumeCommand(consumerId)],
+    ui: { action: 'Send a Signal', name: resumeSignal.name, inputs: [uiInput({})] },
+  };
+}
+
+/**
+ * Current Details of a stopped workflow, what to do first: why it waits, then the decisions from a shell (each
+ * command wrapped to the panel's width) and from the UI alone (the update or signal by name, one JSON line per
+ * decision).
+ */
+export function waitingDetails(stop: ConsumerStop, ui: UiDecision | null): string[] {
+  const lines = ['', `**Waiting since ${formatTime(stop.since)}:** ${stop.reason}`];
+  if (stop.resolveWith !== '') {
+    const commands = stop.resolveWith.split('\n').map((command) => wrapShellCommand(command));
+    lines.push('', 'From a shell:', '', '```sh', commands.join('\n'), '```');
+  }
+  if (ui !== null) {
+    const update = ui.action === 'Send an Update';
+    const data = ui.inputs.length === 1 ? 'Data this line' : 'Data one of these lines';
+    const empty = update ? 'left empty, it is refused' : 'left empty, it is ignored (shown as the last error)';
+    lines.push(
+      '',
+      `From this UI: **More Actions → ${ui.action}**, ${update ? 'Name' : 'Signal name'} \`${ui.name}\`, ${data} ` +
+        `with \`actor\` (who decides) and \`reason\` (why) filled in; ${empty}:`,
+      '',
+      '```json',
+      ...ui.inputs,
+      '```',
+    );
+    if (ui.name === resolveQuarantineUpdate.name)
+      lines.push('', 'That decides every held event; add `"eventIds":["…"]` to decide only those.');
+  }
+  return lines;
 }
 
 /** Code lines the Temporal UI's Current Details panel shows without scrolling sideways (README, docs/ui). */

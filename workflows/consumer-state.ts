@@ -20,11 +20,12 @@ import {
 } from '../protocol/progress.js';
 import { movedForward } from './run-failure.js';
 import {
-  resolveBindingCommand,
-  resolveGapCommand,
-  resolveQuarantineCommand,
-  resumeCommand,
-  wrapShellCommand,
+  bindingResolution,
+  gapResolution,
+  quarantineResolution,
+  resumeResolution,
+  waitingDetails,
+  type Resolution,
 } from './commands.js';
 import type {
   ConsumerCarriedState,
@@ -217,27 +218,23 @@ export class ConsumerState {
   }
 
   private resolveWith(phase: ConsumerPhase): string {
+    return this.resolution(phase)?.commands.join('\n') ?? '';
+  }
+
+  /** The decisions that end a waiting phase, from a shell and from the UI; null in the other phases. */
+  private resolution(phase: ConsumerStop['phase']): Resolution | null {
     const id = this.consumerId;
     switch (phase) {
       case 'awaiting_gap_decision':
-        return [
-          resolveGapCommand(id, 'from_floor'),
-          resolveGapCommand(id, 'live_cut'),
-          resolveGapCommand(id, 'abandon'),
-        ].join('\n');
+        return gapResolution(id, ['from_floor', 'live_cut', 'abandon']);
       case 'awaiting_binding_decision':
-        return [
-          resolveBindingCommand(id, 'retry'),
-          resolveBindingCommand(id, 'from_floor'),
-          resolveBindingCommand(id, 'live_cut'),
-          resolveBindingCommand(id, 'abandon'),
-        ].join('\n');
+        return bindingResolution(id, ['retry', 'from_floor', 'live_cut', 'abandon']);
       case 'awaiting_quarantine_decision':
-        return [resolveQuarantineCommand(id, 'release_terminal'), resolveQuarantineCommand(id, 'retry')].join('\n');
+        return quarantineResolution(id, ['release_terminal', 'retry']);
       case 'paused':
-        return resumeCommand(id);
+        return resumeResolution(id);
       default:
-        return '';
+        return null;
     }
   }
 
@@ -273,13 +270,7 @@ export class ConsumerState {
    */
   details(nowMs: number): string {
     const lines = [`## Consumer \`${this.consumerId}\`: ${this.phase}`];
-    if (this.stop !== null) {
-      lines.push('', `**Waiting since ${formatTime(this.stop.since)}:** ${this.stop.reason}`);
-      if (this.stop.resolveWith !== '') {
-        const commands = this.stop.resolveWith.split('\n').map((command) => wrapShellCommand(command));
-        lines.push('', '```sh', commands.join('\n'), '```');
-      }
-    }
+    if (this.stop !== null) lines.push(...waitingDetails(this.stop, this.resolution(this.stop.phase)?.ui ?? null));
     if (this.lastError !== null) {
       lines.push(
         '',

@@ -218,7 +218,7 @@ export class ConsumerSteps {
 
   /**
    * A fault that is not a crash: counted while the committed position does not move forward, waited on with a
-   * growing backoff, and past the bound a stop that names it (PROTOCOL.md §6).
+   * growing backoff, and past the bound a stop that names it (docs/protocol.md §6).
    */
   private handleFault(fault: Extract<RunFailure, { kind: 'fault' }>): void {
     const { state } = this;

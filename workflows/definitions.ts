@@ -83,7 +83,7 @@ export interface ConsumerTuning {
   /** A streaming attempt that stops heartbeating this long is timed out and retried (its lease is fenced). */
   heartbeatTimeoutMs?: number;
   /**
-   * Failed streaming runs in a row without forward progress (PROTOCOL.md §6) before the consumer stops in `paused`
+   * Failed streaming runs in a row without forward progress (docs/protocol.md §6) before the consumer stops in `paused`
    * with the fault named. Crashes (a timed-out run) never count: the next run takes over at once.
    */
   maxFaultsWithoutProgress?: number;
@@ -194,7 +194,7 @@ export interface RebindWorkflowInput {
   requestedBy: string;
 }
 
-// ---- the backfill (the paginated history source, PROTOCOL.md section 8) ----------------------------------
+// ---- the backfill (the paginated history source, docs/protocol.md §8) ----------------------------------
 
 export function backfillWorkflowId(consumerId: string): string {
   return `whalehunt-backfill:${consumerId}`;

@@ -1,4 +1,4 @@
-// How the workflow reads a failed streaming run (PROTOCOL.md §6, issue: a fault that repeats must escalate, a
+// How the workflow reads a failed streaming run (docs/protocol.md §6, issue: a fault that repeats must escalate, a
 // crash must not). A run that timed out lost its worker (killed, vanished, hung): the next run takes over at once
 // and the lease epoch fences any zombie, so crashes are never counted and never waited on. Every other failure is a
 // fault: counted while the committed position does not move forward, waited on with a growing backoff, and past

@@ -1,4 +1,4 @@
-// The acceptance oracles of PROTOCOL.md section 7 that the database decides, on a real Postgres.
+// The acceptance oracles of docs/protocol.md §7 that the database decides, on a real Postgres.
 import { randomUUID } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import type pg from 'pg';

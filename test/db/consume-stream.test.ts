@@ -237,6 +237,22 @@ describe('consumeStream end to end', () => {
     expect(outcome.items[0]).toMatchObject({ kind: 'market_resolution', reason: 'unsupported_kind' });
     expect(acksOf(s, 'c-held')).toEqual([]);
   });
+
+  it('an unknown kind past the first checkpoint of an explicit start is held on the resumed session', async () => {
+    // The explicit start's connection ends at its first commit (position 5) although the server sent the whole
+    // replay, unknown kind at 12 included; the next session replays 12 and must stop there too.
+    const s = await server({ journal: journal(), faults: { unknownKindAt: 12 } });
+    const run = makeRun(db.pool, s, 'c-held-later');
+    expect(await run.consume({ mode: 'from_floor', filter: everything })).toMatchObject({
+      kind: 'rebound',
+      committed: { position: 5 },
+    });
+    const outcome = await run.consume({ mode: 'resume' }, { leaseMs: 20_000 });
+    expect(outcome).toMatchObject({ kind: 'held_quarantine' });
+    if (outcome.kind !== 'held_quarantine') return;
+    expect(outcome.items).toEqual([expect.objectContaining({ kind: 'market_resolution', reason: 'unsupported_kind' })]);
+    expect(outcome.committed.position).toBeLessThan(12);
+  });
 });
 
 describe('consumeStream stops and failures', () => {

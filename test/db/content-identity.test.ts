@@ -1,4 +1,4 @@
-// The upgrade to content identity over (kind, entityId, revision, data) (PROTOCOL.md section 4), on a real
+// The upgrade to content identity over (kind, entityId, revision, data) (docs/protocol.md §4), on a real
 // Postgres. The receipts and quarantine records are written the way the previous release wrote them (its content
 // hash included the position and ordinal) through the same commit; the current code then meets them: what was a
 // duplicate stays one wherever it is redelivered, and what was a conflict stays one. No migration rewrites them:

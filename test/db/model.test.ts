@@ -131,7 +131,7 @@ const actionArb: fc.Arbitrary<Action> = fc.oneof(
   },
 );
 
-/** The reference: the journal applied once, in order, by the rules of PROTOCOL.md section 4. */
+/** The reference: the journal applied once, in order, by the rules of docs/protocol.md §4. */
 function referenceFold(journal: StagedEvent[]) {
   const executions = new Map<string, ExecutionRow>();
   const revisions: { entityId: string; revision: number; eventId: string; notional: string }[] = [];

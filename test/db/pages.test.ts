@@ -1,4 +1,4 @@
-// The paginated history source (PROTOCOL.md section 8) on the real stack: consumePages against the reference
+// The paginated history source (docs/protocol.md §8) on the real stack: consumePages against the reference
 // server's HTTP endpoint and a real Postgres database. Named after the acceptance oracles of section 7.
 import { afterEach, describe, expect, it } from 'vitest';
 import {

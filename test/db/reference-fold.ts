@@ -1,5 +1,5 @@
 // The core of the tests' reference folds, written once: which journal events change an execution when the
-// journal is applied once, in order, by the rules of PROTOCOL.md section 4. Each oracle folds these further
+// journal is applied once, in order, by the rules of docs/protocol.md §4. Each oracle folds these further
 // into the shape its test compares (executions, revisions, volumes, alerts).
 
 /** A trade of an entity not seen yet, or a correction above the entity's applied revision; nothing else applies. */

@@ -1,5 +1,5 @@
 // kill -9 of a real worker process (dist/worker/main.js, crashed by its test-only WHALEHUNT_TEST_PAGE_CRASH_AT) at
-// each cut point of a backfill page (PROTOCOL.md section 8): before and after an event's chunk commit, before
+// each cut point of a backfill page (docs/protocol.md §8): before and after an event's chunk commit, before
 // and after a durable quarantine receipt, before and after the page barrier (the cursor swap). Temporal retries
 // the run on a fresh worker process; the backfill completes and the database equals the reference fold, every
 // event with exactly one receipt. Then a kill -9 after the backfill reached its target, inside the handover before

@@ -35,14 +35,14 @@ async function currentDetails(handle: ConsumerHandle): Promise<string> {
 
 function detailsFigures(details: string): Figures | null {
   const row = /\| position \| ([\d,]+), head ([\d,]+), lag ([\d,]+) \(as of (\S+ UTC)\) \|/.exec(details);
-  const rate = /\| rate \| ([\d.,]+) ev\/s over the last minute/.exec(details);
+  const rate = /\| rate \| ([\d.,]+) pos\/s over the last minute/.exec(details);
   if (!row || !rate) return null;
   return { position: count(row[1]!), head: count(row[2]!), lag: count(row[3]!), rate: rate[1]!, asOf: row[4]! };
 }
 
 function statusFigures(text: string): Figures {
   const row =
-    /progress\s+position ([\d,]+) {2}head ([\d,]+) {2}lag ([\d,]+) {2}([\d.,]+) ev\/s {2}as of (\S+ UTC)/.exec(text);
+    /progress\s+position ([\d,]+) {2}head ([\d,]+) {2}lag ([\d,]+) {2}([\d.,]+) pos\/s {2}as of (\S+ UTC)/.exec(text);
   if (!row) throw new Error(`no progress row in status output:\n${text}`);
   return { position: count(row[1]!), head: count(row[2]!), lag: count(row[3]!), rate: row[4]!, asOf: row[5]! };
 }

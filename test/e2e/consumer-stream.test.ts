@@ -1,4 +1,4 @@
-// PROTOCOL.md section 7, the stream rows, end to end through the consumer workflow: real Temporal dev
+// docs/protocol.md §7, the stream rows, end to end through the consumer workflow: real Temporal dev
 // server, real Postgres, the reference stream server. Each test asserts the saved rows and the ACKs the
 // server accepted.
 import { describe, expect, it } from 'vitest';

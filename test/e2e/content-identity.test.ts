@@ -1,4 +1,4 @@
-// Content identity end to end (PROTOCOL.md section 4): the same event delivered at another position is a
+// Content identity end to end (docs/protocol.md §4): the same event delivered at another position is a
 // duplicate, whether the journal repeats it further on in the same history or a rebuilt history renumbers it
 // and an operator decides from_floor. Real Temporal dev server, real Postgres, the reference stream server.
 import { describe, expect, it } from 'vitest';

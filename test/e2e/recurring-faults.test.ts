@@ -1,4 +1,4 @@
-// A fault that recurs on every session escalates instead of looping (PROTOCOL.md §6): against a reference server
+// A fault that recurs on every session escalates instead of looping (docs/protocol.md §6): against a reference server
 // that breaks the contract the same way on every connection, the consumer opens a bounded number of sessions,
 // stops in `paused` with the fault named (frame type, field, what was expected) and the resume command shown,
 // keeps everything committed without bumping the version, and reaches the head once the fault is gone and an

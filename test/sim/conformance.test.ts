@@ -1,4 +1,4 @@
-// The reference server against PROTOCOL.md: handshake, every start mode, replay → checkpoint at the cut →
+// The reference server against docs/protocol.md: handshake, every start mode, replay → checkpoint at the cut →
 // caught_up → live, filters, token binding, generations, ACK validation and the error codes.
 import { describe, expect, it } from 'vitest';
 import { PROTOCOL_NAME, type ServerFrame, type StreamFilter } from '../../protocol/codec.js';

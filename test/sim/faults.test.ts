@@ -128,6 +128,23 @@ describe('event faults', () => {
     expect(unknown).toEqual([3]);
   });
 
+  it('keeps that event unknown on every later delivery, as if the journal held it so', async () => {
+    // The first connection ends before its client committed anything past position 3 (an explicit start ends at
+    // its first commit): the next one must deliver the same content, or no quarantine would ever show.
+    await h.start({ faults: { unknownKindAt: 3 } });
+    const unknownOf = async (consumerId: string) => {
+      const { client } = await subscribe(h, { consumerId, start: { mode: 'from_floor' } });
+      const batches = ofType(await replayFrames(client), 'batch');
+      return batches.flatMap((b) =>
+        b.events.filter((e) => e.kind === 'market_resolution').map((e) => ({ position: b.position, id: e.eventId })),
+      );
+    };
+    const first = await unknownOf('consumer-a');
+    expect(first).toHaveLength(1);
+    expect(await unknownOf('consumer-a')).toEqual(first);
+    expect(await unknownOf('consumer-b')).toEqual(first);
+  });
+
   it('injects a frame over maxFrameBytes', async () => {
     await h.start({ maxFrameBytes: 8192, faults: { oversizeFrameAt: 2 } });
     const client = await h.connect({ maxFrameBytes: 8192 });

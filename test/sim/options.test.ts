@@ -1,8 +1,21 @@
 // The standalone simulator's flags: defaults, fault flags, and clear errors for bad input.
 import { execFile } from 'node:child_process';
+import { createServer, type AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { SIMULATOR_USAGE, SimulatorUsageError, parseSimulatorArgs, wantsHelp } from '../../simulator/options.js';
+
+/** The standalone simulator process with `args`, no API key in its environment. */
+function runSimulator(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', fileURLToPath(new URL('../../simulator/main.ts', import.meta.url)), ...args],
+      { env: { ...process.env, WHALEHUNT_API_KEY: '' }, timeout: 60_000 },
+      (error, stdout, stderr) => resolve({ code: error ? (error.code as number) : 0, stdout, stderr }),
+    );
+  });
+}
 
 describe('parseSimulatorArgs', () => {
   it('applies defaults and reads the API key from the environment when no flag is given', () => {
@@ -162,14 +175,23 @@ describe('--help', () => {
 
   // `whalehunt-consumer sim` runs exactly this child, its arguments untouched (the cli-args tests cover that).
   it('the simulator process prints the usage for --help and exits 0, needing no API key', async () => {
-    const result = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-      execFile(
-        process.execPath,
-        ['--import', 'tsx', fileURLToPath(new URL('../../simulator/main.ts', import.meta.url)), '--help'],
-        { env: { ...process.env, WHALEHUNT_API_KEY: '' }, timeout: 60_000 },
-        (error, stdout, stderr) => resolve({ code: error ? (error.code as number) : 0, stdout, stderr }),
-      );
-    });
+    const result = await runSimulator(['--help']);
     expect(result).toEqual({ code: 0, stdout: SIMULATOR_USAGE, stderr: '' });
+  }, 60_000);
+
+  it('on a port already taken, says so in one line naming the port and --port, and exits 1', async () => {
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const { port } = holder.address() as AddressInfo;
+    try {
+      const result = await runSimulator(['--port', String(port), '--transitions', '5', '--api-key', 'k']);
+      expect(result).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: `simulator: port ${port} on 127.0.0.1 is already in use; pick another with --port N (0: a free one)\n`,
+      });
+    } finally {
+      await new Promise((resolve) => holder.close(resolve));
+    }
   }, 60_000);
 });

@@ -1,4 +1,4 @@
-// The paginated history endpoint (PROTOCOL.md section 8) of the reference server.
+// The paginated history endpoint (docs/protocol.md §8) of the reference server.
 import { describe, expect, it } from 'vitest';
 import {
   PAGE_QUERY,
@@ -123,7 +123,7 @@ describe('pages', () => {
   });
 
   it('overlap omitting the cursor position: saved cursor C7 at 105, the page holds 104, 106, 107 and next C8', async () => {
-    // One event per transition, so that positions read as in the oracle of PROTOCOL.md section 7.
+    // One event per transition, so that positions read as in the oracle of docs/protocol.md §7.
     const server = await h.start({ generate: { transitions: 110, maxEventsPerTransition: 1 } });
     const c7 = (await page({ limit: 105 })).next;
     const c8 = (await page({ cursor: c7, limit: 2 })).next;

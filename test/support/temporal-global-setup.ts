@@ -1,6 +1,6 @@
 // Vitest globalSetup of the e2e project: one Temporal dev server (the CLI binary from
-// scripts/ensure-temporal-cli.sh, the project's search attributes registered) and one bundle of
-// workflows/ per run. Tests read both through `inject()`; see test/support/temporal.ts.
+// scripts/ensure-temporal-cli.sh, the project's search attributes registered, its Web UI on a free port) and one
+// bundle of workflows/ per run. Tests read them through `inject()`; see test/support/temporal.ts.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -18,6 +18,8 @@ declare module 'vitest' {
   export interface ProvidedContext {
     temporalAddress: string;
     temporalNamespace: string;
+    /** The dev server's Web UI (the browser test drives it; a failing test's workflows can be looked at there). */
+    temporalUiUrl: string;
     /** Path of the bundled workflows/index.ts, or null when it does not exist (yet) or failed to bundle. */
     workflowBundlePath: string | null;
     /** Why workflowBundlePath is null; surfaced by the tests that need the bundle, not by every e2e test. */
@@ -31,25 +33,31 @@ const NAMESPACE = 'default';
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const cliPath = await ensureTemporalCli();
   const port = await freePort();
+  const uiPort = await freePort();
   const serverStartedAt = performance.now();
   const env = await TestWorkflowEnvironment.createLocal({
     server: {
       executable: { type: 'existing-path', path: cliPath },
       ip: '127.0.0.1',
       port,
+      uiPort,
       namespace: NAMESPACE,
       searchAttributes: [consumerIdSearchAttribute, phaseSearchAttribute, kindSearchAttribute],
       log: { format: 'pretty', level: 'warn' },
     },
   });
   const serverStartMs = Math.round(performance.now() - serverStartedAt);
-  console.info(`[e2e] Temporal dev server at ${env.address} (namespace ${NAMESPACE}) ready in ${serverStartMs} ms`);
+  const uiUrl = `http://127.0.0.1:${uiPort}`;
+  console.info(
+    `[e2e] Temporal dev server at ${env.address} (namespace ${NAMESPACE}, Web UI ${uiUrl}) ready in ${serverStartMs} ms`,
+  );
 
   const tempDir = await mkdtemp(join(tmpdir(), 'whalehunt-e2e-'));
   try {
     const bundle = await bundleProjectWorkflows(tempDir);
     project.provide('temporalAddress', env.address);
     project.provide('temporalNamespace', NAMESPACE);
+    project.provide('temporalUiUrl', uiUrl);
     project.provide('workflowBundlePath', bundle.path);
     project.provide('workflowBundleError', bundle.error);
   } catch (error) {

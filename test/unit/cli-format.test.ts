@@ -117,7 +117,7 @@ describe('status rendering', () => {
     expect(text).toMatch(/^consumer c1\n/);
     expect(text).toMatch(/phase\s+awaiting_gap_decision/);
     expect(text).toMatch(
-      /progress\s+position 80 {2}head 90 {2}lag 10 {2}0\.0 ev\/s {2}as of 00:00:50 UTC \(the workflow's last reading/,
+      /progress\s+position 80 {2}head 90 {2}lag 10 {2}0\.0 pos\/s {2}as of 00:00:50 UTC \(the workflow's last reading/,
     );
     expect(text).toMatch(/committed\s+position 80 \(the database, read now\)/);
     expect(text).toMatch(/executions\s+1,234 {3}markets 3 {3}volume 1,234,567.5 USD/);

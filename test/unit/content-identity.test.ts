@@ -1,4 +1,4 @@
-// Content identity (PROTOCOL.md section 4): what the event says (kind, entityId, revision, data), not where it
+// Content identity (docs/protocol.md §4): what the event says (kind, entityId, revision, data), not where it
 // was delivered; and the exact comparison with receipts saved under the legacy hash that included the position
 // and ordinal.
 import fc from 'fast-check';

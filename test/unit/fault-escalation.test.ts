@@ -1,4 +1,4 @@
-// PROTOCOL.md §6: only a committed position that moved forward is progress. An unchanged checkpoint is not
+// docs/protocol.md §6: only a committed position that moved forward is progress. An unchanged checkpoint is not
 // written again; a timed-out run is a crash (taken over at once), any other failure a fault that is counted.
 import { ActivityFailure, ApplicationFailure, CancelledFailure, RetryState, TimeoutFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';

@@ -83,14 +83,14 @@ describe('progress figures', () => {
   it('writes counts, rates and a whole reading the same way everywhere', () => {
     expect([formatCount(1_234_567), formatCount(0), formatCount(null)]).toEqual(['1,234,567', '0', '-']);
     expect([formatRate(447.26), formatRate(0), formatRate(1_234.5), formatRate(null)]).toEqual([
-      '447.3 ev/s',
-      '0.0 ev/s',
-      '1,234.5 ev/s',
-      '- ev/s',
+      '447.3 pos/s',
+      '0.0 pos/s',
+      '1,234.5 pos/s',
+      '- pos/s',
     ]);
     const reading: ProgressReading = { position: 1_604, head: 1_916, at: '2026-01-01T07:50:12.345Z' };
-    expect(formatProgress(reading, 5.2)).toBe('position 1,604  head 1,916  lag 312  5.2 ev/s  as of 07:50:12 UTC');
-    expect(formatProgress(null, null)).toBe('position -  head -  lag -  - ev/s  no reading yet');
+    expect(formatProgress(reading, 5.2)).toBe('position 1,604  head 1,916  lag 312  5.2 pos/s  as of 07:50:12 UTC');
+    expect(formatProgress(null, null)).toBe('position -  head -  lag -  - pos/s  no reading yet');
   });
 
   it('accepts only well-formed readings from a signal', () => {

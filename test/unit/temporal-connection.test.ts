@@ -4,8 +4,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadTemporalSettings, TemporalSettingsError } from '../../worker/temporal-connection.js';
-import { generateTestPki } from '../support/tls-proxy.js';
+import {
+  connectClient,
+  loadTemporalSettings,
+  TemporalConnectError,
+  TemporalSettingsError,
+} from '../../worker/temporal-connection.js';
+import { generateTestPki, startTlsProxy } from '../support/tls-proxy.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'temporal-settings-'));
 const pki = generateTestPki(dir);
@@ -89,5 +94,34 @@ describe('loadTemporalSettings', () => {
         problem: 'is not the private key of the certificate in TEMPORAL_TLS_CLIENT_CERT_PATH',
       },
     ]);
+  });
+});
+
+describe('connectClient over TLS to an IP address', () => {
+  it('verifies the certificate against the address and prints no DEP0123 (an IP address as TLS server name)', async () => {
+    const warnings: (Error & { code?: string })[] = [];
+    const onWarning = (warning: Error): void => void warnings.push(warning);
+    process.on('warning', onWarning);
+    // Nothing behind the proxy: the call fails after the handshake, which is where Node would warn.
+    const proxy = await startTlsProxy(pki, '127.0.0.1:1');
+    try {
+      const settings = loadTemporalSettings({
+        TEMPORAL_ADDRESS: proxy.address,
+        TEMPORAL_TLS_SERVER_CA_CERT_PATH: pki.caCert,
+        TEMPORAL_TLS_CLIENT_CERT_PATH: pki.clientCert,
+        TEMPORAL_TLS_CLIENT_KEY_PATH: pki.clientKey,
+        XDG_CONFIG_HOME: join(dir, 'none'),
+      });
+      await expect(connectClient(settings, 3_000)).rejects.toBeInstanceOf(TemporalConnectError);
+      expect(proxy.refusedHandshakes).toEqual([]);
+      expect(proxy.accepted()).toBeGreaterThan(0);
+      // Other warnings still get through.
+      process.emitWarning('still heard', { code: 'WHALEHUNT_TEST' });
+      await new Promise((resolveTick) => setImmediate(resolveTick));
+      expect(warnings.map((warning) => warning.code)).toEqual(['WHALEHUNT_TEST']);
+    } finally {
+      process.off('warning', onWarning);
+      await proxy.close();
+    }
   });
 });

@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../worker/config.js';
+import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../../worker/config.js';
 import { JsonLogger } from '../../worker/logger.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -25,8 +25,26 @@ describe('worker --help', () => {
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
     expect(run.stdout).toContain('Usage: npm run worker');
-    expect(run.stdout).toContain('METRICS_PORT');
-    expect(run.stdout).toContain('LOG_FORMAT');
+    // Every variable the configuration reads, the Temporal connection's included (TLS, API key, profile).
+    const temporal = [
+      'TEMPORAL_ADDRESS',
+      'TEMPORAL_NAMESPACE',
+      'TEMPORAL_API_KEY',
+      'TEMPORAL_TLS',
+      'TEMPORAL_TLS_SERVER_CA_CERT_PATH',
+      'TEMPORAL_TLS_SERVER_CA_CERT_DATA',
+      'TEMPORAL_TLS_CLIENT_CERT_PATH',
+      'TEMPORAL_TLS_CLIENT_CERT_DATA',
+      'TEMPORAL_TLS_CLIENT_KEY_PATH',
+      'TEMPORAL_TLS_CLIENT_KEY_DATA',
+      'TEMPORAL_TLS_SERVER_NAME',
+      'TEMPORAL_PROFILE',
+      'TEMPORAL_CONFIG_FILE',
+    ];
+    const listed = new Set(run.stdout.match(/\b[A-Z][A-Z0-9_]+[A-Z0-9]\b/g));
+    const missing = [...CONFIG_VARIABLES, ...temporal, 'WORKFLOW_BUNDLE_PATH'].filter((name) => !listed.has(name));
+    expect(missing).toEqual([]);
+    expect(CONFIG_VARIABLES).toEqual(expect.arrayContaining(['DATABASE_POOL_SIZE', 'MAX_CONCURRENT_ACTIVITIES']));
   });
 });
 

@@ -166,19 +166,26 @@ describe('ConsumerState', () => {
     state.stopFor('awaiting_gap_decision', 'reset_required (cursor_expired)', '2026-01-01T00:01:00.000Z');
     const details = state.details(T0 + 90_000);
     const lines = details.split('\n');
-    expect(lines.slice(0, 6)).toEqual([
+    expect(lines.slice(0, 8)).toEqual([
       '## Consumer `c1`: awaiting_gap_decision',
       '',
       '**Waiting since 00:01:00 UTC:** reset_required (cursor_expired)',
+      '',
+      'From a shell:',
       '',
       '```sh',
       'npx tsx cli/main.ts resolve-gap --consumer c1 --decision from_floor \\',
     ]);
     expect(details).toContain(wrapShellCommand(resolveGapCommand('c1', 'live_cut')));
-    expect(Math.max(...lines.slice(0, lines.indexOf('| | |')).map((line) => line.length))).toBeLessThanOrEqual(73);
+    // Code lines do not wrap in the panel (prose does): each fits its width.
+    const codeLines = details
+      .split('```')
+      .filter((_, i) => i % 2 === 1)
+      .flatMap((block) => block.split('\n'));
+    expect(Math.max(...codeLines.map((line) => line.length))).toBeLessThanOrEqual(73);
     expect(details).toContain('| position | 40, head 52, lag 12 (as of 00:00:00 UTC) |');
     // Waiting for a decision nothing is consumed: the rate is 0, not the last lease's.
-    expect(details).toContain('| rate | 0.0 ev/s over the last minute (as of 00:01:30 UTC) |');
+    expect(details).toContain('| rate | 0.0 pos/s over the last minute (as of 00:01:30 UTC) |');
     expect(details).toContain('| last commit | 00:00:00 UTC; generation 1, next start from_floor |');
   });
 
@@ -189,14 +196,14 @@ describe('ConsumerState', () => {
     state.noteReading({ position: 1_200, head: 1_550, at: '2026-01-01T00:00:10.000Z' });
     const details = state.details(T0 + 20_000);
     expect(details).toContain('| position | 1,300, head 1,604, lag 304 (as of 00:00:20 UTC) |');
-    expect(details).toContain('| rate | 15.0 ev/s over the last minute');
+    expect(details).toContain('| rate | 15.0 pos/s over the last minute');
     // The reading and its rate window survive continue-as-new.
     const next = new ConsumerState({ ...input, carried: state.carried() });
     expect(next.details(T0 + 20_000)).toBe(details);
     // Paused, the head is the last one seen, labelled with its time, and the rate is 0.
     next.stopFor('paused', 'paused by ops: upgrade', '2026-01-01T00:00:30.000Z');
     expect(next.details(T0 + 30_000)).toContain('| position | 1,300, head 1,604, lag 304 (as of 00:00:20 UTC) |');
-    expect(next.details(T0 + 30_000)).toContain('| rate | 0.0 ev/s over the last minute');
+    expect(next.details(T0 + 30_000)).toContain('| rate | 0.0 pos/s over the last minute');
   });
 
   it('Current Details never shows the head behind a position committed past the last hello', () => {

@@ -16,6 +16,7 @@ import {
   consumerWorkflowId,
   kindSearchAttribute,
   phaseSearchAttribute,
+  type ConsumerTuning,
 } from '../workflows/definitions.js';
 import { processCpuMs } from './proc-cpu.js';
 import { API_KEY, probeHead, type Simulator } from './simulator-process.js';
@@ -111,16 +112,7 @@ export function replayThroughTemporal(options: {
   return withScratchDatabase('whalehunt_bench_temporal', async (dbUrl) => {
     const db = await importFrom<typeof Db>(target, 'db/index.ts');
     const taskQueue = `bench-temporal-${randomUUID().slice(0, 8)}`;
-    const workerEnv = {
-      DATABASE_URL: dbUrl,
-      TEMPORAL_ADDRESS: env.address,
-      TEMPORAL_NAMESPACE: NAMESPACE,
-      TASK_QUEUE: taskQueue,
-      WHALEHUNT_URL: sim.url,
-      WHALEHUNT_API_KEY: API_KEY,
-      WORKFLOW_BUNDLE_PATH: options.bundlePath,
-      LOG_LEVEL: 'INFO', // "worker running" is logged at INFO
-    };
+    const workerEnv = benchWorkerEnv({ dbUrl, env, taskQueue, sim, bundlePath: options.bundlePath });
     const pool = db.createPool(dbUrl, { max: 2 });
     const started = Array.from({ length: workers }, () => spawnWorker(target, workerEnv));
     try {
@@ -128,36 +120,11 @@ export function replayThroughTemporal(options: {
       const cpuBefore = started.map((w) => processCpuMs(w.child.pid!));
       const ids = Array.from({ length: consumers }, (_, i) => `bench-${i}-${randomUUID().slice(0, 8)}`);
       const t = performance.now();
-      await Promise.all(
-        ids.map((consumerId, i) =>
-          env.client.workflow.start<typeof consumerWorkflow>('consumerWorkflow', {
-            taskQueue,
-            workflowId: consumerWorkflowId(consumerId),
-            args: [{ consumerId, subscriptionId: `sub-bench-${i}`, filter: {}, initialStart: 'from_floor' }],
-            typedSearchAttributes: [
-              { key: consumerIdSearchAttribute, value: consumerId },
-              { key: phaseSearchAttribute, value: 'streaming' },
-            ],
-          }),
-        ),
-      );
-      const pending = new Set(ids);
-      while (pending.size > 0) {
-        if (performance.now() - t > options.timeoutMs)
-          throw new Error(`${pending.size} of ${consumers} consumers short of the cut after ${options.timeoutMs} ms`);
-        for (const id of [...pending]) if ((await db.loadCommitted(pool, id))?.position === head) pending.delete(id);
-        if (pending.size > 0) await new Promise((resolve) => setTimeout(resolve, options.pollMs));
-      }
+      await startConsumers(env, taskQueue, ids);
+      await untilCommittedAt(db, pool, ids, head, { pollMs: options.pollMs, deadline: t + options.timeoutMs });
       const wallMs = performance.now() - t;
       const workerCpuMs = started.reduce((sum, w, i) => sum + processCpuMs(w.child.pid!) - cpuBefore[i]!, 0);
-      await Promise.all(
-        ids.map((id) =>
-          env.client.workflow
-            .getHandle(consumerWorkflowId(id))
-            .terminate('bench done')
-            .catch(() => undefined),
-        ),
-      );
+      await terminateAll(env, ids);
       return { wallMs, workerCpuMs };
     } finally {
       await Promise.all(started.map(stopWorker));
@@ -193,49 +160,18 @@ export function idleLeaseCost(options: {
     const db = await importFrom<typeof Db>(target, 'db/index.ts');
     const taskQueue = `bench-heartbeat-${randomUUID().slice(0, 8)}`;
     const worker = spawnWorker(target, {
-      DATABASE_URL: dbUrl,
-      TEMPORAL_ADDRESS: env.address,
-      TEMPORAL_NAMESPACE: NAMESPACE,
-      TASK_QUEUE: taskQueue,
-      WHALEHUNT_URL: sim.url,
-      WHALEHUNT_API_KEY: API_KEY,
-      WORKFLOW_BUNDLE_PATH: options.bundlePath,
+      ...benchWorkerEnv({ dbUrl, env, taskQueue, sim, bundlePath: options.bundlePath }),
       HEARTBEAT_MS: String(options.heartbeatEveryMs),
-      LOG_LEVEL: 'INFO',
     });
     const pool = db.createPool(dbUrl, { max: 2 });
     const ids = Array.from({ length: options.consumers }, (_, i) => `idle-${i}-${randomUUID().slice(0, 8)}`);
     try {
       await worker.running;
-      await Promise.all(
-        ids.map((consumerId, i) =>
-          env.client.workflow.start<typeof consumerWorkflow>('consumerWorkflow', {
-            taskQueue,
-            workflowId: consumerWorkflowId(consumerId),
-            args: [
-              {
-                consumerId,
-                subscriptionId: `sub-idle-${i}`,
-                filter: {},
-                initialStart: 'from_floor',
-                tuning: { heartbeatTimeoutMs: options.heartbeatTimeoutMs },
-              },
-            ],
-            typedSearchAttributes: [
-              { key: consumerIdSearchAttribute, value: consumerId },
-              { key: phaseSearchAttribute, value: 'streaming' },
-            ],
-          }),
-        ),
-      );
-      const head = await probeHead(sim.url);
-      const pending = new Set(ids);
-      const deadline = performance.now() + 120_000;
-      while (pending.size > 0) {
-        if (performance.now() > deadline) throw new Error(`${pending.size} consumers short of the head ${head}`);
-        for (const id of [...pending]) if ((await db.loadCommitted(pool, id))?.position === head) pending.delete(id);
-        if (pending.size > 0) await new Promise((resolve) => setTimeout(resolve, 200));
-      }
+      await startConsumers(env, taskQueue, ids, { heartbeatTimeoutMs: options.heartbeatTimeoutMs });
+      await untilCommittedAt(db, pool, ids, await probeHead(sim.url), {
+        pollMs: 200,
+        deadline: performance.now() + 120_000,
+      });
       const serverPid = devServerPid(env.address);
       const workerBefore = processCpuMs(worker.child.pid!);
       const serverBefore = processCpuMs(serverPid);
@@ -246,20 +182,91 @@ export function idleLeaseCost(options: {
         workerCpuMsPerS: (processCpuMs(worker.child.pid!) - workerBefore) / seconds,
         serverCpuMsPerS: (processCpuMs(serverPid) - serverBefore) / seconds,
       };
-      await Promise.all(
-        ids.map((id) =>
-          env.client.workflow
-            .getHandle(consumerWorkflowId(id))
-            .terminate('bench done')
-            .catch(() => undefined),
-        ),
-      );
+      await terminateAll(env, ids);
       return cost;
     } finally {
       await stopWorker(worker);
       await pool.end();
     }
   });
+}
+
+/** A bench worker process's environment: the defaults, with a scratch database, the dev server and the simulator. */
+function benchWorkerEnv(target: {
+  dbUrl: string;
+  env: TestWorkflowEnvironment;
+  taskQueue: string;
+  sim: Simulator;
+  bundlePath: string;
+}): Record<string, string> {
+  return {
+    DATABASE_URL: target.dbUrl,
+    TEMPORAL_ADDRESS: target.env.address,
+    TEMPORAL_NAMESPACE: NAMESPACE,
+    TASK_QUEUE: target.taskQueue,
+    WHALEHUNT_URL: target.sim.url,
+    WHALEHUNT_API_KEY: API_KEY,
+    WORKFLOW_BUNDLE_PATH: target.bundlePath,
+    LOG_LEVEL: 'INFO', // "worker running" is logged at INFO
+  };
+}
+
+/** One consumerWorkflow per id (from_floor, filter {}), each on a subscription of its own. */
+async function startConsumers(
+  env: TestWorkflowEnvironment,
+  taskQueue: string,
+  ids: string[],
+  tuning?: ConsumerTuning,
+): Promise<void> {
+  await Promise.all(
+    ids.map((consumerId, i) =>
+      env.client.workflow.start<typeof consumerWorkflow>('consumerWorkflow', {
+        taskQueue,
+        workflowId: consumerWorkflowId(consumerId),
+        args: [
+          {
+            consumerId,
+            subscriptionId: `sub-bench-${i}`,
+            filter: {},
+            initialStart: 'from_floor',
+            ...(tuning ? { tuning } : {}),
+          },
+        ],
+        typedSearchAttributes: [
+          { key: consumerIdSearchAttribute, value: consumerId },
+          { key: phaseSearchAttribute, value: 'streaming' },
+        ],
+      }),
+    ),
+  );
+}
+
+/** Polls every consumer's committed position every `pollMs` until all are at `position`; past `deadline`, throws. */
+async function untilCommittedAt(
+  db: typeof Db,
+  pool: ReturnType<typeof Db.createPool>,
+  ids: string[],
+  position: number,
+  { pollMs, deadline }: { pollMs: number; deadline: number },
+): Promise<void> {
+  const pending = new Set(ids);
+  while (pending.size > 0) {
+    if (performance.now() > deadline)
+      throw new Error(`${pending.size} of ${ids.length} consumers short of ${position}`);
+    for (const id of [...pending]) if ((await db.loadCommitted(pool, id))?.position === position) pending.delete(id);
+    if (pending.size > 0) await new Promise((resolve) => setTimeout(resolve, pollMs));
+  }
+}
+
+async function terminateAll(env: TestWorkflowEnvironment, ids: string[]): Promise<void> {
+  await Promise.all(
+    ids.map((id) =>
+      env.client.workflow
+        .getHandle(consumerWorkflowId(id))
+        .terminate('bench done')
+        .catch(() => undefined),
+    ),
+  );
 }
 
 /** The pid of the dev server listening on `address` (its command line names the port). */

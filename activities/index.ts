@@ -35,6 +35,7 @@ import { redactSecret } from '../protocol/redact.js';
 import type { CommittedState } from '../protocol/types.js';
 import {
   checkpointSummary,
+  runReportOf,
   consumeStream as runConsumeStream,
   type ConsumeStreamConfig,
   type ConsumeStreamDeps,
@@ -67,6 +68,7 @@ import {
   type ConsumeStreamInput,
   type GapDecision,
   type QuarantineDecision,
+  type RunReport,
 } from './types.js';
 
 /** The settings the activities need; the worker's configuration provides them. */
@@ -197,14 +199,19 @@ export function createActivities(deps: ActivityDeps) {
   /** Belt and braces: no failure message that reaches workflow history may carry the API key. */
   const scrub = (text: string): string => redactSecret(text, apiKey);
 
-  /** Turns the core's typed errors into Temporal failures the workflow's retry policy understands. */
+  /**
+   * Turns the core's typed errors into Temporal failures the workflow's retry policy understands. A streaming run's
+   * failure carries what the run did (`run`: its counters, the database's totals; `committed`), whatever ended it.
+   */
   function toFailure(error: unknown): unknown {
     if (error instanceof CancelledFailure || !(error instanceof Error)) return error;
+    const report = runReportOf(error);
+    const ran = ranDetails(report);
     if (error instanceof StreamTransportError) {
       return ApplicationFailure.create({
         type: 'StreamTransportError',
         message: scrub(`${error.code}: ${error.message}`),
-        details: [{ code: error.code, committed: error.committed, retryAfterMs: error.retryAfterMs ?? null }],
+        details: [{ code: error.code, committed: error.committed, retryAfterMs: error.retryAfterMs ?? null, ...ran }],
         ...(error.retryAfterMs !== undefined ? { nextRetryDelay: error.retryAfterMs } : {}),
       });
     }
@@ -224,7 +231,7 @@ export function createActivities(deps: ActivityDeps) {
         type: error.name,
         message: scrub(error.message),
         nonRetryable: true,
-        details: [{ code: error.code }],
+        details: [{ code: error.code, ...ran }],
       });
     }
     if (
@@ -239,10 +246,16 @@ export function createActivities(deps: ActivityDeps) {
         type: 'StorageFailure',
         message: scrub(error.message),
         nonRetryable: !error.retryable,
+        // connectionLost: the database went away, and the workflow waits until it answers again.
+        details: [{ code: error.code, sqlState: error.sqlState ?? null, connectionLost: error.connectionLost, ...ran }],
       });
     }
     if (error.name === 'AbortError') return error;
-    return ApplicationFailure.create({ type: error.name, message: scrub(error.message) });
+    return ApplicationFailure.create({
+      type: error.name,
+      message: scrub(error.message),
+      ...(report ? { details: [ran] } : {}),
+    });
   }
 
   /**
@@ -430,6 +443,13 @@ export function createActivities(deps: ActivityDeps) {
       }
     },
   };
+}
+
+/** The failure details of a streaming run's report: the committed checkpoint, and the rest as `run`. */
+function ranDetails(report: ReturnType<typeof runReportOf>): { committed?: CheckpointSummary; run?: RunReport } {
+  if (report === null) return {};
+  const { committed, ...run } = report;
+  return { committed, run };
 }
 
 function isAwaitingDecision(kind: ConsumeOutcome['kind']): kind is AwaitingDecisionReason {

@@ -10,10 +10,10 @@ import {
 import { defaultPayloadConverter } from '@temporalio/common';
 import { optionalTsToMs } from '@temporalio/common/lib/time.js';
 import type pg from 'pg';
-import type { StreamCounters, StreamHeartbeat } from '../activities/types.js';
+import { asRunReport, emptyCounters, type RunReport, type StreamHeartbeat } from '../activities/types.js';
 import { consumerSummary, type ConsumerSummary } from '../db/summary.js';
 import { isProgressReading, latestReading, RateWindow, type ProgressReading } from '../protocol/progress.js';
-import { RUNNING_PHASES } from '../workflows/consumer-state.js';
+import { consumerTotals, furtherReport, RUNNING_PHASES, type ConsumerTotals } from '../workflows/consumer-state.js';
 import { connectClient, TemporalConnectError } from '../worker/temporal-connection.js';
 import { backfillWorkflowId, consumerWorkflowId, statusQuery, type ConsumerStatus } from '../workflows/definitions.js';
 import type { CliConfig } from './config.js';
@@ -221,22 +221,34 @@ export async function consumerReport(
 }
 
 /**
- * The consumer's totals: the workflow's (finished runs, and crashed runs up to their last heartbeat) plus the
- * running lease's heartbeat, which the workflow adds only when that run ends.
+ * The consumer's totals: the workflow's (every ended run) plus the running run's latest report (its heartbeat or
+ * its last progress signal, whichever is further on), with checkpoints and events as the database counts them (read
+ * now, when DATABASE_URL is set; else as the runs last reported them).
  */
-export function totalCounters(report: ConsumerReport): StreamCounters | null {
-  const finished = report.status?.counters;
-  const running = report.heartbeat?.counters;
-  if (!finished || !running) return finished ?? running ?? null;
-  return {
-    sessions: finished.sessions + running.sessions,
-    checkpointsCommitted: finished.checkpointsCommitted + running.checkpointsCommitted,
-    eventsApplied: finished.eventsApplied + running.eventsApplied,
-    duplicates: finished.duplicates + running.duplicates,
-    acksSent: finished.acksSent + running.acksSent,
-    lastHeadPosition: running.lastHeadPosition ?? finished.lastHeadPosition,
-    lastCommitAt: running.lastCommitAt ?? finished.lastCommitAt,
-  };
+export function totalCounters(report: ConsumerReport): ConsumerTotals | null {
+  const { status, database } = report;
+  const saved = database?.state.totals ? { version: database.state.version, ...database.state.totals } : null;
+  const beat = report.heartbeat && asRunReport(report.heartbeat);
+  if (!status) return beat || saved ? consumerTotals(NOTHING_ENDED, beat, saved) : null;
+  return consumerTotals(status, runningReport(status, beat), saved);
+}
+
+const NOTHING_ENDED = { counters: emptyCounters(), live: null, database: null };
+
+/**
+ * The running run's latest report: the heartbeat read with the description, unless its run ended meanwhile (the
+ * status, queried after it, counts it already), or the workflow's live report when that is of a later run or
+ * further on.
+ */
+function runningReport(status: ConsumerStatus, beat: RunReport | null): RunReport | null {
+  const live = status.live ?? null;
+  const ended = status.endedEpoch ?? null;
+  const current =
+    beat !== null && !(beat.leaseEpoch !== null && ended !== null && beat.leaseEpoch <= ended) ? beat : null;
+  if (current === null || live === null) return current ?? live;
+  if (current.leaseEpoch !== live.leaseEpoch)
+    return (live.leaseEpoch ?? 0) > (current.leaseEpoch ?? 0) ? live : current;
+  return furtherReport(current, live);
 }
 
 export interface ConsumerProgress {

@@ -191,8 +191,13 @@ export class ConsumerSteps {
 
   private handleRunFailure(error: unknown): void {
     const failure = classifyRunFailure(error);
-    if (failure.kind === 'cancelled') return; // cancelled before any outcome: nothing to adopt
     const { state } = this;
+    // However it ended, the run's counters join the totals: its failure carries them, a crash its last heartbeat.
+    state.endRun(
+      failure.kind === 'fault' ? failure.run : failure.kind === 'crash' ? failure.lastRun : null,
+      Date.now(),
+    );
+    if (failure.kind === 'cancelled') return; // cancelled before any outcome: nothing more to adopt
     if (failure.kind === 'stop') {
       this.stopFor(
         'paused',
@@ -208,7 +213,6 @@ export class ConsumerSteps {
     }
     if (failure.kind === 'crash') {
       // The worker died or vanished: not the stream's fault. The next run takes the lease over at once.
-      if (failure.lastCounters) state.addCrashedRunCounters(failure.lastCounters);
       state.noteError(`streaming run lost its worker (${failure.description}); the next run took over at once`);
       log.warn('streaming run timed out; taking over at once', { consumerId: state.consumerId });
       return;

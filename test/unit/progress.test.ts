@@ -149,7 +149,7 @@ describe('throttledReporter', () => {
     let release: () => void = () => undefined;
     let fail = false;
     const report = throttledReporter(
-      (reading) => {
+      (reading: ProgressReading) => {
         sent.push(reading.position!);
         return new Promise<void>((resolve, reject) => {
           release = fail ? () => reject(new Error('temporal unavailable')) : resolve;

@@ -133,6 +133,21 @@ export interface WaitForGenerationInput {
   pollMs?: number;
 }
 
+export interface WaitForDatabaseInput {
+  /** Ask no earlier than this (a database that answers at once is not waited on in a loop). */
+  minWaitMs: number;
+  /** Give up after this long: the workflow asks again, so one activity never runs for a whole outage. */
+  maxWaitMs: number;
+  /** How often to ask while it does not answer. */
+  pollMs: number;
+}
+
+/**
+ * A probe's bound: a connection that hangs (a lost network rather than a refusing server) is no answer. Below the
+ * default heartbeat timeout, which the wait's heartbeats must not miss.
+ */
+const DATABASE_PROBE_TIMEOUT_MS = 1_500;
+
 export interface ConsumePagesActivityInput extends ConsumePagesInput {
   /**
    * The stream whose history is paged (part of the page path; a page consumer stays bound to it); PAGE_STREAM when
@@ -423,6 +438,27 @@ export function createActivities(deps: ActivityDeps) {
       });
     },
 
+    /**
+     * Waits for the database after a streaming run lost it: `SELECT 1` every `pollMs` from `minWaitMs` on, until it
+     * answers (the next run can commit at once) or `maxWaitMs` passed. Heartbeats every try, so a worker lost
+     * meanwhile is noticed; a cancellation (pause, rebind) ends the wait.
+     */
+    async waitForDatabase(input: WaitForDatabaseInput): Promise<{ answered: boolean; waitedMs: number }> {
+      const ctx = Context.current();
+      const started = Date.now();
+      ctx.heartbeat({ attempt: 0, waitedMs: 0 });
+      await ctx.sleep(input.minWaitMs);
+      // A heartbeat before each question and each pause: neither outlasts the (short) heartbeat timeout.
+      for (let attempt = 1; ; attempt++) {
+        ctx.heartbeat({ attempt, waitedMs: Date.now() - started });
+        const answered = await databaseAnswers(pool, DATABASE_PROBE_TIMEOUT_MS);
+        const waitedMs = Date.now() - started;
+        if (answered || waitedMs >= input.maxWaitMs) return { answered, waitedMs };
+        ctx.heartbeat({ attempt, waitedMs });
+        await ctx.sleep(Math.min(input.pollMs, input.maxWaitMs - waitedMs));
+      }
+    },
+
     /** Polls the committed checkpoint until it reaches `generation` (a rebind's first commit), within a bound. */
     async waitForGeneration(input: WaitForGenerationInput): Promise<CommittedView> {
       const ctx = Context.current();
@@ -443,6 +479,23 @@ export function createActivities(deps: ActivityDeps) {
       }
     },
   };
+}
+
+/** True when the database answers a trivial query within `timeoutMs`. */
+async function databaseAnswers(pool: pg.Pool, timeoutMs: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), timeoutMs);
+  });
+  const asked = pool.query('SELECT 1').then(
+    () => true,
+    () => false,
+  );
+  try {
+    return await Promise.race([asked, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** The failure details of a streaming run's report: the committed checkpoint, and the rest as `run`. */

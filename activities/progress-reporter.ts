@@ -78,9 +78,7 @@ export function workflowProgressReporter(
     async (progress) => {
       const signalled = await withAlerts(progress, readAlerts, alertsUnreadable);
       const told = takeoverUntold ? { ...signalled, takeoverAttempt: ctx.info.attempt } : signalled;
-      await ctx.client.workflow
-        .getHandle(workflowId, runId)
-        .signal<[StreamProgressReport]>(PROGRESS_SIGNAL_NAME, told);
+      await ctx.client.workflow.getHandle(workflowId, runId).signal<[StreamProgressReport]>(PROGRESS_SIGNAL_NAME, told);
       takeoverUntold = false;
     },
     (error) =>

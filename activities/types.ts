@@ -1,6 +1,6 @@
 // The contract between the workflow and its activities: types, emptyCounters and the readers of counters and run
-// reports (pure, no I/O), the values workflow code may import from the activities' room. Nothing here carries a secret: the API key
-// and the stream URL come from the worker's configuration.
+// reports (pure, no I/O), the values workflow code may import from the activities' room. Nothing here carries a
+// secret: the API key and the stream URL come from the worker's configuration.
 import type { HeldQuarantineItem } from '../domain/outcomes.js';
 import type { ErrorCode, History, ResetReason, StreamFilter } from '../protocol/codec.js';
 import type { ProgressReport } from '../protocol/progress.js';

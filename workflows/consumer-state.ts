@@ -108,6 +108,8 @@ export class ConsumerState {
   /** Streaming runs that ended over the consumer's whole life (all executions), however they ended. */
   runs: number;
   backoffRounds: number;
+  /** The last run lost the database: the backoff waits until it answers rather than on a timer. */
+  awaitDatabase: boolean;
   faultsWithoutProgress: number;
   progressBase: number | null;
   /** The latest reading of position and head (a progress signal or a lease's end). */
@@ -141,6 +143,7 @@ export class ConsumerState {
     this.counters = carried?.counters ?? emptyCounters();
     this.runs = carried?.runs ?? 0;
     this.backoffRounds = carried?.backoffRounds ?? 0;
+    this.awaitDatabase = carried?.awaitDatabase ?? false;
     this.faultsWithoutProgress = carried?.faultsWithoutProgress ?? 0;
     this.progressBase = carried?.progressBase ?? null;
     this.progress = carried?.progress ?? null;
@@ -354,6 +357,7 @@ export class ConsumerState {
       runs: this.runs,
       start: this.start,
       backoffRounds: this.backoffRounds,
+      awaitDatabase: this.awaitDatabase,
       faultsWithoutProgress: this.faultsWithoutProgress,
       progressBase: this.progressBase,
       progress: this.progress,

@@ -117,6 +117,8 @@ export interface ConsumerCarriedState {
   start?: StartDirective;
   /** Consecutive backoff rounds, for the growing durable timer. */
   backoffRounds?: number;
+  /** The last run lost the database: the backoff waits until it answers rather than on a timer. */
+  awaitDatabase?: boolean;
   /** Failed runs since the committed position last moved forward (reset by progress and by a resume). */
   faultsWithoutProgress?: number;
   /** The committed position when the fault count was last reset: only a position beyond it is progress. */

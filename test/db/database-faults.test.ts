@@ -4,7 +4,10 @@
 // report of an outage and of its end, whether a query in flight, an idle client or a refused connection saw it.
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { createActivities, type WaitForDatabaseInput } from '../../activities/index.js';
 import { DatabaseBehind } from '../../activities/stream-errors.js';
+import { loadConfig } from '../../worker/config.js';
 import {
   acquireLease,
   createPool,
@@ -238,6 +241,44 @@ describe('one report per outage, wherever it is seen first', () => {
         inTransaction(pool, 'test', 'c', (client) => client.query("SELECT 'x'::int")),
       ).rejects.toBeInstanceOf(StorageFailure);
       expect(lost).toEqual([]);
+    } finally {
+      await pool.end();
+    }
+  });
+});
+
+type Waited = { answered: boolean; waitedMs: number };
+
+describe('waiting for a lost database (the workflow between two runs)', () => {
+  const waitFor = (pool: pg.Pool) => {
+    const config = loadConfig({ DATABASE_URL: db.url, WHALEHUNT_URL: 'ws://127.0.0.1:9', WHALEHUNT_API_KEY: 'k' });
+    const quiet = () => undefined;
+    const { waitForDatabase } = createActivities({ pool, config, log: { info: quiet, warn: quiet, error: quiet } });
+    return (input: WaitForDatabaseInput) => waitForDatabase(input);
+  };
+
+  it('answers once the database does, not before the minimum wait, asking at the poll interval', async () => {
+    const heartbeats: unknown[] = [];
+    const env = new MockActivityEnvironment();
+    env.on('heartbeat', (details: unknown) => heartbeats.push(details));
+    const started = Date.now();
+    const result: Waited = await env.run(waitFor(db.pool), { minWaitMs: 300, maxWaitMs: 10_000, pollMs: 100 });
+    expect(result.answered).toBe(true);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(300);
+    expect(result.waitedMs).toBeLessThan(2_000);
+    expect(heartbeats.length).toBeGreaterThanOrEqual(1);
+  });
+
+  it('a database that refuses every connection is asked until the maximum wait, heartbeating each time', async () => {
+    const heartbeats: unknown[] = [];
+    const pool = createPool(`postgres://postgres@127.0.0.1:${await freePort()}/nowhere`);
+    try {
+      const env = new MockActivityEnvironment();
+      env.on('heartbeat', (details: unknown) => heartbeats.push(details));
+      const result: Waited = await env.run(waitFor(pool), { minWaitMs: 0, maxWaitMs: 600, pollMs: 100 });
+      expect(result).toMatchObject({ answered: false });
+      expect(result.waitedMs).toBeGreaterThanOrEqual(600);
+      expect(heartbeats.length).toBeGreaterThanOrEqual(4);
     } finally {
       await pool.end();
     }

@@ -343,10 +343,8 @@ describe('operator input validation', () => {
 describe('operator commands', () => {
   it('are runnable as printed, quoting a consumer id that needs it', () => {
     expect(resolveGapCommand('c1', 'from_floor')).toBe(
-      'npx tsx cli/main.ts resolve-gap --consumer c1 --decision from_floor --actor "$USER" --reason "<why>"',
+      'npx tsx cli/main.ts resolve-gap --consumer c1 --decision from_floor --reason "<why>"',
     );
-    expect(resumeCommand("desk 1's")).toBe(
-      `npx tsx cli/main.ts resume --consumer 'desk 1'\\''s' --actor "$USER" --reason "<why>"`,
-    );
+    expect(resumeCommand("desk 1's")).toBe(`npx tsx cli/main.ts resume --consumer 'desk 1'\\''s' --reason "<why>"`);
   });
 });

@@ -33,6 +33,7 @@ export function formatStatus(report: ConsumerReport, nowMs: number): string {
       : 'none',
   ]);
   rows.push(['phase', status ? status.phase : report.statusError ? `unknown: ${report.statusError}` : dash]);
+  if (report.workerHint) rows.push(['worker', report.workerHint]);
   rows.push(['progress', `${formatProgress(reading, rate)}${source ? SOURCES[source] : ''}`]);
   if (db) rows.push(['committed', `position ${formatCount(db.state.position)} (the database, read now)`]);
   rows.push([

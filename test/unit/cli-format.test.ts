@@ -46,6 +46,7 @@ function report(overrides: Partial<ConsumerReport> = {}): ConsumerReport {
     },
     statusError: null,
     heartbeat: null,
+    workerHint: null,
     database: {
       state: {
         consumerId: 'c1',

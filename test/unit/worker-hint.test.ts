@@ -1,0 +1,77 @@
+// What an operator is told when a consumer does not answer or its run looks stuck: "no worker" only when no worker
+// polls; a frozen or gone worker is named with how long its attempt has been silent; busy workers are named busy.
+import { describe, expect, it } from 'vitest';
+import { attemptHint, noAnswerHint, silentForMs, type Attempt, type Poller } from '../../cli/worker-hint.js';
+
+const NOW = Date.parse('2026-01-01T12:00:00.000Z');
+const ago = (s: number) => NOW - s * 1_000;
+
+const healthy: Attempt = {
+  workerIdentity: '4242@worker-a',
+  scheduledMs: ago(60),
+  startedMs: ago(60),
+  lastHeartbeatMs: ago(5),
+  heartbeatTimeoutMs: 15_000,
+};
+const polling: Poller[] = [
+  { identity: '4242@worker-a', lastAccessMs: ago(40) },
+  { identity: '777@worker-b', lastAccessMs: ago(3) },
+];
+const hint = (pollers: Poller[] | null, attempt: Attempt | null) =>
+  noAnswerHint({ taskQueue: 'whalehunt-consumer', pollers, attempt, nowMs: NOW });
+
+describe('noAnswerHint', () => {
+  it('says "no worker" only when no worker polls (none listed, or every listed one silent for minutes)', () => {
+    expect(hint([], null)).toBe('no worker polls task queue whalehunt-consumer; start one (npm run worker)');
+    expect(hint([{ identity: 'gone', lastAccessMs: ago(300) }], null)).toBe(
+      'no worker polls task queue whalehunt-consumer (the last poll was 300 s ago); start one (npm run worker)',
+    );
+    // A worker inside a long poll last polled up to about a minute ago: it polls.
+    expect(hint([{ identity: 'idle', lastAccessMs: ago(65) }], null)).not.toMatch(/no worker/);
+    expect(hint(null, null)).toBe('is a worker polling task queue whalehunt-consumer? (Temporal could not say)');
+  });
+
+  it('names the worker whose attempt stopped heartbeating, with how long, even while other workers poll', () => {
+    const frozen = { ...healthy, lastHeartbeatMs: ago(14) };
+    expect(hint(polling, frozen)).toBe(
+      'the attempt on worker 4242@worker-a has not heartbeated for 14 s: that worker is frozen, overloaded or gone ' +
+        '(Temporal times the attempt out after 15 s without a heartbeat, and the next run starts on a live worker)',
+    );
+    // An attempt handed to a frozen worker's open poll never heartbeats at all.
+    const neverBeat = { ...healthy, startedMs: ago(9), lastHeartbeatMs: null };
+    expect(hint(polling, neverBeat)).toMatch(
+      /^the attempt on worker 4242@worker-a has not heartbeated since it started/,
+    );
+    expect(hint(polling, neverBeat)).toMatch(/for 9 s/);
+  });
+
+  it('calls polling workers with a healthy attempt busy, and names them', () => {
+    expect(hint(polling, healthy)).toBe(
+      '2 worker(s) poll task queue whalehunt-consumer (4242@worker-a, 777@worker-b), but none answered in time: ' +
+        'busy or overloaded (or frozen while holding this workflow: then Temporal hands it to another within seconds)',
+    );
+    expect(hint(polling, null)).toMatch(/^2 worker\(s\) poll/);
+  });
+});
+
+describe('attemptHint (the status row)', () => {
+  it('is silent while the attempt heartbeats as Temporal stores it (every 0.8 × the timeout at most)', () => {
+    expect(attemptHint(healthy, NOW)).toBeNull();
+    expect(silentForMs({ ...healthy, lastHeartbeatMs: ago(12.5) }, NOW)).toBeNull();
+    expect(silentForMs({ ...healthy, lastHeartbeatMs: ago(13.5) }, NOW)).toBe(13_500);
+    // The first heartbeat goes out at once: one missing after two heartbeat intervals is late.
+    expect(silentForMs({ ...healthy, startedMs: ago(4), lastHeartbeatMs: null }, NOW)).toBeNull();
+    expect(silentForMs({ ...healthy, startedMs: ago(6), lastHeartbeatMs: null }, NOW)).toBe(6_000);
+    // Without the attempt's own timeout, the default 15 s is assumed.
+    expect(silentForMs({ ...healthy, heartbeatTimeoutMs: null, lastHeartbeatMs: ago(14) }, NOW)).toBe(14_000);
+    expect(attemptHint(null, NOW)).toBeNull();
+  });
+
+  it('says when the next run waits for a worker to start it', () => {
+    const waiting = { ...healthy, startedMs: null, lastHeartbeatMs: null, workerIdentity: null, scheduledMs: ago(30) };
+    expect(attemptHint(waiting, NOW)).toBe(
+      'the next run has waited 30 s for a worker to start it (no worker polls, or none has a free activity slot)',
+    );
+    expect(attemptHint({ ...waiting, scheduledMs: ago(2) }, NOW)).toBeNull();
+  });
+});

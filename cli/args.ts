@@ -192,7 +192,7 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
   },
   'resolve-gap': {
     summary: 'decide a reset_required stop: from_floor, live_cut or abandon',
-    usage: 'resolve-gap --consumer ID --decision from_floor|live_cut|abandon --actor NAME --reason TEXT',
+    usage: 'resolve-gap --consumer ID --decision from_floor|live_cut|abandon [--actor NAME] --reason TEXT',
     options: [
       ['--consumer ID', 'consumer id (required)'],
       ['--decision D', GAP_DECISIONS.join(' | ')],
@@ -201,7 +201,7 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
   },
   'resolve-binding': {
     summary: 'decide a cursor_mismatch stop: retry, from_floor, live_cut or abandon',
-    usage: 'resolve-binding --consumer ID --decision retry|from_floor|live_cut|abandon --actor NAME --reason TEXT',
+    usage: 'resolve-binding --consumer ID --decision retry|from_floor|live_cut|abandon [--actor NAME] --reason TEXT',
     options: [
       ['--consumer ID', 'consumer id (required)'],
       ['--decision D', BINDING_DECISIONS.join(' | ')],
@@ -211,7 +211,7 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
   'resolve-quarantine': {
     summary: 'decide held quarantine: release_terminal or retry (all held events, or the named ones)',
     usage:
-      'resolve-quarantine --consumer ID --decision release_terminal|retry [--event ID ...] --actor NAME --reason TEXT',
+      'resolve-quarantine --consumer ID --decision release_terminal|retry [--event ID ...] [--actor NAME] --reason TEXT',
     options: [
       ['--consumer ID', 'consumer id (required)'],
       ['--decision D', QUARANTINE_DECISIONS.join(' | ')],
@@ -221,7 +221,7 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
   },
   rebind: {
     summary: 'switch a consumer to a new filter (generation + 1), resuming from its committed token',
-    usage: 'rebind --consumer ID (--filter JSON | filter options) --actor NAME',
+    usage: 'rebind --consumer ID (--filter JSON | filter options) [--actor NAME]',
     options: [
       ['--consumer ID', 'consumer id (required)'],
       ...FILTER_OPTIONS,
@@ -231,7 +231,7 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
   'schedule-rebind': {
     summary: 'manage Temporal Schedules that rebind a consumer to a filter on a cron or interval',
     usage:
-      'schedule-rebind create --consumer ID (--filter JSON | filter options) (--cron EXPR | --every DURATION) --actor NAME [--schedule-id ID]\n' +
+      'schedule-rebind create --consumer ID (--filter JSON | filter options) (--cron EXPR | --every DURATION) [--actor NAME] [--schedule-id ID]\n' +
       '       schedule-rebind list [--consumer ID] [--json]\n' +
       '       schedule-rebind delete (--schedule-id ID | --consumer ID)',
     options: [
@@ -246,12 +246,12 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
   },
   pause: {
     summary: 'pause a consumer after its current checkpoint',
-    usage: 'pause --consumer ID --actor NAME --reason TEXT',
+    usage: 'pause --consumer ID [--actor NAME] --reason TEXT',
     options: [['--consumer ID', 'consumer id (required)'], ...AUDIT_OPTIONS],
   },
   resume: {
     summary: 'resume a paused consumer',
-    usage: 'resume --consumer ID --actor NAME --reason TEXT',
+    usage: 'resume --consumer ID [--actor NAME] --reason TEXT',
     options: [['--consumer ID', 'consumer id (required)'], ...AUDIT_OPTIONS],
   },
   list: {
@@ -298,8 +298,8 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
       'whale alerts in the outbox: list them, retry dead or suppressed ones, drop pending or dead ones (database only)',
     usage:
       'alerts list [--consumer ID] [--state pending|dead|sent|suppressed|dropped] [--limit N] [--json]\n' +
-      '       alerts retry (--id N [--id N ...] | --all-dead [--consumer ID]) --actor NAME --reason TEXT\n' +
-      '       alerts drop (--id N [--id N ...] | --all-dead [--consumer ID]) --actor NAME --reason TEXT',
+      '       alerts retry (--id N [--id N ...] | --all-dead [--consumer ID]) [--actor NAME] --reason TEXT\n' +
+      '       alerts drop (--id N [--id N ...] | --all-dead [--consumer ID]) [--actor NAME] --reason TEXT',
     options: [
       ['--consumer ID', "list: only this consumer's alerts; with --all-dead: only its dead ones"],
       ['--state S', 'pending (waiting or being sent) | dead | sent | suppressed | dropped'],

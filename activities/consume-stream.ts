@@ -136,7 +136,7 @@ export async function consumeStream(
   if (state === null || (expected !== null && state.version < expected.version)) {
     throw new DatabaseBehind(input.consumerId, state?.version ?? null, expected?.version ?? 0);
   }
-  deps.metrics?.leaseStarted(input.consumerId, state.position);
+  deps.metrics?.leaseStarted(input.consumerId, state.position, state.version);
   if (ctx.takeover) {
     deps.log.warn('lease taken over from an attempt that stopped heartbeating', {
       consumerId: input.consumerId,

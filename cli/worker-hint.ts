@@ -23,10 +23,11 @@ export interface Attempt {
 }
 
 /**
- * A live worker polls again as soon as a long poll ends (Temporal holds one about a minute), so its last poll is
- * never much older; past this, the pollers Temporal still lists are gone (it keeps them listed for minutes).
+ * A worker with a free slot polls again as soon as a long poll ends (Temporal holds one up to a minute), so its last
+ * poll is never older than this. One that has not polled for longer is at capacity, frozen or stopped; Temporal
+ * lists a worker until 5 minutes after its last poll.
  */
-export const POLLER_SILENCE_MS = 2 * 60_000;
+export const POLL_WINDOW_MS = 70_000;
 /** How often a streaming run heartbeats (HEARTBEAT_MS's default): its first heartbeat comes this soon. */
 export const RUN_HEARTBEAT_EVERY_MS = 2_000;
 
@@ -80,16 +81,19 @@ export function noAnswerHint(input: {
   const { taskQueue, pollers, nowMs } = input;
   const stuck = attemptHint(input.attempt, nowMs);
   if (pollers === null) return stuck ?? `is a worker polling task queue ${taskQueue}? (Temporal could not say)`;
-  const live = pollers.filter((p) => p.lastAccessMs === null || nowMs - p.lastAccessMs <= POLLER_SILENCE_MS);
-  if (live.length === 0) {
-    const last = Math.max(...pollers.map((p) => p.lastAccessMs ?? 0));
-    const since = pollers.length === 0 ? '' : ` (the last poll was ${seconds(nowMs - last)} s ago)`;
-    return `no worker polls task queue ${taskQueue}${since}; start one (npm run worker)`;
-  }
+  if (pollers.length === 0) return `no worker polls task queue ${taskQueue}; start one (npm run worker)`;
   if (stuck !== null) return stuck;
-  const named = live.map((p) => p.identity).join(', ');
+  const polling = pollers.filter((p) => p.lastAccessMs === null || nowMs - p.lastAccessMs <= POLL_WINDOW_MS);
+  if (polling.length === 0) {
+    const last = Math.max(...pollers.map((p) => p.lastAccessMs ?? 0));
+    return (
+      `no worker has polled task queue ${taskQueue} for ${seconds(nowMs - last)} s ` +
+      `(${pollers.map((p) => p.identity).join(', ')}): each is at capacity (every slot busy), frozen or stopped`
+    );
+  }
+  const named = polling.map((p) => p.identity).join(', ');
   return (
-    `${live.length} worker(s) poll task queue ${taskQueue} (${named}), but none answered in time: ` +
+    `${polling.length} worker(s) poll task queue ${taskQueue} (${named}), but none answered in time: ` +
     'busy or overloaded (or frozen while holding this workflow: then Temporal hands it to another within seconds)'
   );
 }

@@ -21,13 +21,15 @@ const hint = (pollers: Poller[] | null, attempt: Attempt | null) =>
   noAnswerHint({ taskQueue: 'whalehunt-consumer', pollers, attempt, nowMs: NOW });
 
 describe('noAnswerHint', () => {
-  it('says "no worker" only when no worker polls (none listed, or every listed one silent for minutes)', () => {
+  it('says "start one" only when no poller exists; a listed worker that stopped polling is named, not denied', () => {
     expect(hint([], null)).toBe('no worker polls task queue whalehunt-consumer; start one (npm run worker)');
-    expect(hint([{ identity: 'gone', lastAccessMs: ago(300) }], null)).toBe(
-      'no worker polls task queue whalehunt-consumer (the last poll was 300 s ago); start one (npm run worker)',
-    );
     // A worker inside a long poll last polled up to about a minute ago: it polls.
-    expect(hint([{ identity: 'idle', lastAccessMs: ago(65) }], null)).not.toMatch(/no worker/);
+    expect(hint([{ identity: 'idle', lastAccessMs: ago(65) }], null)).toMatch(/^1 worker\(s\) poll task queue/);
+    // One at capacity (every slot busy) polls no more; so does a frozen or stopped one, until Temporal drops it.
+    expect(hint([{ identity: 'full', lastAccessMs: ago(150) }], null)).toBe(
+      'no worker has polled task queue whalehunt-consumer for 150 s (full): each is at capacity (every slot busy), ' +
+        'frozen or stopped',
+    );
     expect(hint(null, null)).toBe('is a worker polling task queue whalehunt-consumer? (Temporal could not say)');
   });
 

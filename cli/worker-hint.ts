@@ -29,18 +29,20 @@ export interface Attempt {
  */
 export const POLL_WINDOW_MS = 70_000;
 /** How often a streaming run heartbeats (HEARTBEAT_MS's default): its first heartbeat comes this soon. */
-export const RUN_HEARTBEAT_EVERY_MS = 2_000;
+export const RUN_HEARTBEAT_EVERY_MS = 1_000;
 
 /**
  * How long the attempt has gone without the heartbeats a live worker sends, or null while it heartbeats as it
  * should. Temporal stores a heartbeat at most every 0.8 × the heartbeat timeout (the SDK throttles them), so only
- * an older one says the worker stopped; an attempt that started and never heartbeated is late after two intervals.
+ * an older one says the worker stopped; an attempt that has not heartbeated since it started (a retried attempt
+ * shows its predecessor's last heartbeat) is late after two intervals, its first one going out at once.
  */
 export function silentForMs(attempt: Attempt, nowMs: number): number | null {
   if (attempt.startedMs === null) return null;
   const timeoutMs = attempt.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS;
-  const since = attempt.lastHeartbeatMs ?? attempt.startedMs;
-  const allowedMs = attempt.lastHeartbeatMs === null ? 2 * RUN_HEARTBEAT_EVERY_MS + 1_000 : 0.8 * timeoutMs + 1_000;
+  const beat = attempt.lastHeartbeatMs !== null && attempt.lastHeartbeatMs >= attempt.startedMs;
+  const since = beat ? attempt.lastHeartbeatMs! : attempt.startedMs;
+  const allowedMs = beat ? 0.8 * timeoutMs + 500 : 2 * RUN_HEARTBEAT_EVERY_MS;
   const silent = nowMs - since;
   return silent > allowedMs ? silent : null;
 }
@@ -51,7 +53,8 @@ export function attemptHint(attempt: Attempt | null, nowMs: number): string | nu
   const silent = silentForMs(attempt, nowMs);
   const timeoutS = Math.round((attempt.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS) / 1000);
   if (silent !== null) {
-    const what = attempt.lastHeartbeatMs === null ? 'has not heartbeated since it started' : 'has not heartbeated';
+    const beat = attempt.lastHeartbeatMs !== null && attempt.lastHeartbeatMs >= (attempt.startedMs ?? 0);
+    const what = beat ? 'has not heartbeated' : 'has not heartbeated since it started';
     return (
       `the attempt on worker ${attempt.workerIdentity ?? '(unknown)'} ${what} for ${seconds(silent)} s: that worker ` +
       `is frozen, overloaded or gone (Temporal times the attempt out after ${timeoutS} s without a heartbeat, and the ` +

@@ -40,7 +40,7 @@ describe('noAnswerHint', () => {
         '(Temporal times the attempt out after 15 s without a heartbeat, and the next run starts on a live worker)',
     );
     // An attempt handed to a frozen worker's open poll never heartbeats at all.
-    const neverBeat = { ...healthy, startedMs: ago(9), lastHeartbeatMs: null };
+    const neverBeat = { ...healthy, startedMs: ago(9), lastHeartbeatMs: ago(20) };
     expect(hint(polling, neverBeat)).toMatch(
       /^the attempt on worker 4242@worker-a has not heartbeated since it started/,
     );
@@ -59,13 +59,16 @@ describe('noAnswerHint', () => {
 describe('attemptHint (the status row)', () => {
   it('is silent while the attempt heartbeats as Temporal stores it (every 0.8 × the timeout at most)', () => {
     expect(attemptHint(healthy, NOW)).toBeNull();
-    expect(silentForMs({ ...healthy, lastHeartbeatMs: ago(12.5) }, NOW)).toBeNull();
-    expect(silentForMs({ ...healthy, lastHeartbeatMs: ago(13.5) }, NOW)).toBe(13_500);
+    expect(silentForMs({ ...healthy, lastHeartbeatMs: ago(12.4) }, NOW)).toBeNull();
+    expect(silentForMs({ ...healthy, lastHeartbeatMs: ago(12.6) }, NOW)).toBe(12_600);
     // The first heartbeat goes out at once: one missing after two heartbeat intervals is late.
-    expect(silentForMs({ ...healthy, startedMs: ago(4), lastHeartbeatMs: null }, NOW)).toBeNull();
-    expect(silentForMs({ ...healthy, startedMs: ago(6), lastHeartbeatMs: null }, NOW)).toBe(6_000);
-    // Without the attempt's own timeout, the default 15 s is assumed.
-    expect(silentForMs({ ...healthy, heartbeatTimeoutMs: null, lastHeartbeatMs: ago(14) }, NOW)).toBe(14_000);
+    expect(silentForMs({ ...healthy, startedMs: ago(1.5), lastHeartbeatMs: null }, NOW)).toBeNull();
+    expect(silentForMs({ ...healthy, startedMs: ago(2.5), lastHeartbeatMs: null }, NOW)).toBe(2_500);
+    // A retried attempt shows its predecessor's last heartbeat: it has sent none of its own since it started.
+    expect(silentForMs({ ...healthy, startedMs: ago(2.5), lastHeartbeatMs: ago(4) }, NOW)).toBe(2_500);
+    // Without the attempt's own timeout, the default (3 s) is assumed.
+    expect(silentForMs({ ...healthy, heartbeatTimeoutMs: null, lastHeartbeatMs: ago(2) }, NOW)).toBeNull();
+    expect(silentForMs({ ...healthy, heartbeatTimeoutMs: null, lastHeartbeatMs: ago(3) }, NOW)).toBe(3_000);
     expect(attemptHint(null, NOW)).toBeNull();
   });
 

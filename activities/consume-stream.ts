@@ -19,8 +19,10 @@ import { StreamConnection, type ConnectionEnd, type OutcomeStop } from './stream
 import { DatabaseBehind, StreamTransportError } from './stream-errors.js';
 import type {
   CheckpointSummary,
+  CommittedTotals,
   ConsumeOutcome,
   ConsumeStreamInput,
+  RunReport,
   StreamCounters,
   StreamHeartbeat,
 } from './types.js';
@@ -80,8 +82,11 @@ export interface ConsumeStreamDeps {
 
 export interface ConsumeStreamContext {
   heartbeat(details: StreamHeartbeat): void;
-  /** Offered every reading the run heartbeats; passes some on to the workflow (activities/progress-reporter.ts). */
-  report?(reading: ProgressReading): void;
+  /**
+   * Offered every reading the run heartbeats, with the run's report of itself; passes some on to the workflow
+   * (activities/progress-reporter.ts).
+   */
+  report?(reading: ProgressReading, run: RunReport): void;
   signal: AbortSignal;
   /**
    * This run retries an attempt that stopped heartbeating (its worker killed or frozen): the run's number of
@@ -90,6 +95,14 @@ export interface ConsumeStreamContext {
   takeover?: { attempt: number; counters: StreamCounters | null };
   /** The Temporal attempt running this run: a late start of an earlier attempt is refused the lease. */
   attempt?: LeaseAttempt;
+}
+
+/** What a failed run had done, attached to the error it threw (the activity passes it to the workflow). */
+const failedRuns = new WeakMap<Error, RunReport & { committed: CheckpointSummary }>();
+
+/** The report of the run that threw `error`; null for an error thrown before the run began (or not by a run). */
+export function runReportOf(error: unknown): (RunReport & { committed: CheckpointSummary }) | null {
+  return error instanceof Error ? (failedRuns.get(error) ?? null) : null;
 }
 
 interface StartPlan {
@@ -123,7 +136,7 @@ export async function consumeStream(
   if (state === null || (expected !== null && state.version < expected.version)) {
     throw new DatabaseBehind(input.consumerId, state?.version ?? null, expected?.version ?? 0);
   }
-  deps.metrics?.leaseStarted(input.consumerId, state.position);
+  deps.metrics?.leaseStarted(input.consumerId, state.position, state.version);
   if (ctx.takeover) {
     deps.log.warn('lease taken over from an attempt that stopped heartbeating', {
       consumerId: input.consumerId,
@@ -166,6 +179,17 @@ class StreamRun {
   }
 
   async run(): Promise<ConsumeOutcome> {
+    try {
+      return await this.#run();
+    } catch (error) {
+      // Whatever ends the run (a fault, a fence, storage), its counters go with it: none of its work is dropped.
+      if (error instanceof Error)
+        failedRuns.set(error, { ...this.#report(), committed: checkpointSummary(this.#state) });
+      throw error;
+    }
+  }
+
+  async #run(): Promise<ConsumeOutcome> {
     const start = this.#planStart();
     if ('failed' in start) return this.#outcome({ kind: 'failed', code: 'config', message: start.failed });
 
@@ -303,6 +327,7 @@ class StreamRun {
 
   #recordCommit(plan: CheckpointPlan, committed: CommitResult): void {
     this.#committedThisRun = true;
+    const before = this.#state;
     this.#state = {
       ...this.#state,
       version: committed.version,
@@ -313,6 +338,14 @@ class StreamRun {
       cutPosition: plan.checkpoint.cutPosition,
       cutReached: plan.checkpoint.cutReached,
       pendingStart: null,
+      // The row's totals move with the version, as the commit statement moves them (none for a commit that wrote
+      // nothing): this run is the only writer while its lease holds.
+      ...(before.totals && {
+        totals: {
+          checkpointsCommitted: before.totals.checkpointsCommitted + (committed.version - before.version),
+          eventsApplied: before.totals.eventsApplied + (committed.version > before.version ? committed.applied : 0),
+        },
+      }),
     };
     const counters = this.#counters;
     counters.checkpointsCommitted += 1;
@@ -325,15 +358,23 @@ class StreamRun {
   #heartbeat(): void {
     const s = this.#state;
     const reading = progressReading(s.position, this.#counters.lastHeadPosition, Date.now());
+    const report = this.#report();
     this.ctx.heartbeat({
       position: s.position,
       version: s.version,
       generation: s.generation,
       headPosition: reading.head,
       at: reading.at,
-      counters: { ...this.#counters },
+      ...report,
     });
-    this.ctx.report?.(reading);
+    this.ctx.report?.(reading, report);
+  }
+
+  /** The run's counters so far and the database's totals after its last commit. */
+  #report(): RunReport {
+    const { leaseEpoch, version, totals } = this.#state;
+    const committed: CommittedTotals | null = totals ? { version, ...totals } : null;
+    return { leaseEpoch, counters: { ...this.#counters }, totals: committed };
   }
 
   /** A transport error carries the committed checkpoint, so the workflow can tell whether the run made progress. */
@@ -343,7 +384,7 @@ class StreamRun {
   }
 
   #outcome(rest: OutcomeStop): ConsumeOutcome {
-    return { ...rest, committed: checkpointSummary(this.#state), counters: { ...this.#counters } };
+    return { ...rest, committed: checkpointSummary(this.#state), ...this.#report() };
   }
 }
 

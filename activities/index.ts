@@ -35,6 +35,7 @@ import { redactSecret } from '../protocol/redact.js';
 import type { CommittedState } from '../protocol/types.js';
 import {
   checkpointSummary,
+  runReportOf,
   consumeStream as runConsumeStream,
   type ConsumeStreamConfig,
   type ConsumeStreamDeps,
@@ -67,6 +68,7 @@ import {
   type ConsumeStreamInput,
   type GapDecision,
   type QuarantineDecision,
+  type RunReport,
 } from './types.js';
 
 /** The settings the activities need; the worker's configuration provides them. */
@@ -130,6 +132,21 @@ export interface WaitForGenerationInput {
   timeoutMs: number;
   pollMs?: number;
 }
+
+export interface WaitForDatabaseInput {
+  /** Ask no earlier than this (a database that answers at once is not waited on in a loop). */
+  minWaitMs: number;
+  /** Give up after this long: the workflow asks again, so one activity never runs for a whole outage. */
+  maxWaitMs: number;
+  /** How often to ask while it does not answer. */
+  pollMs: number;
+}
+
+/**
+ * A probe's bound: a connection that hangs (a lost network rather than a refusing server) is no answer. Below the
+ * default heartbeat timeout, which the wait's heartbeats must not miss.
+ */
+const DATABASE_PROBE_TIMEOUT_MS = 1_500;
 
 export interface ConsumePagesActivityInput extends ConsumePagesInput {
   /**
@@ -197,14 +214,19 @@ export function createActivities(deps: ActivityDeps) {
   /** Belt and braces: no failure message that reaches workflow history may carry the API key. */
   const scrub = (text: string): string => redactSecret(text, apiKey);
 
-  /** Turns the core's typed errors into Temporal failures the workflow's retry policy understands. */
+  /**
+   * Turns the core's typed errors into Temporal failures the workflow's retry policy understands. A streaming run's
+   * failure carries what the run did (`run`: its counters, the database's totals; `committed`), whatever ended it.
+   */
   function toFailure(error: unknown): unknown {
     if (error instanceof CancelledFailure || !(error instanceof Error)) return error;
+    const report = runReportOf(error);
+    const ran = ranDetails(report);
     if (error instanceof StreamTransportError) {
       return ApplicationFailure.create({
         type: 'StreamTransportError',
         message: scrub(`${error.code}: ${error.message}`),
-        details: [{ code: error.code, committed: error.committed, retryAfterMs: error.retryAfterMs ?? null }],
+        details: [{ code: error.code, committed: error.committed, retryAfterMs: error.retryAfterMs ?? null, ...ran }],
         ...(error.retryAfterMs !== undefined ? { nextRetryDelay: error.retryAfterMs } : {}),
       });
     }
@@ -224,7 +246,7 @@ export function createActivities(deps: ActivityDeps) {
         type: error.name,
         message: scrub(error.message),
         nonRetryable: true,
-        details: [{ code: error.code }],
+        details: [{ code: error.code, ...ran }],
       });
     }
     if (
@@ -239,10 +261,16 @@ export function createActivities(deps: ActivityDeps) {
         type: 'StorageFailure',
         message: scrub(error.message),
         nonRetryable: !error.retryable,
+        // connectionLost: the database went away, and the workflow waits until it answers again.
+        details: [{ code: error.code, sqlState: error.sqlState ?? null, connectionLost: error.connectionLost, ...ran }],
       });
     }
     if (error.name === 'AbortError') return error;
-    return ApplicationFailure.create({ type: error.name, message: scrub(error.message) });
+    return ApplicationFailure.create({
+      type: error.name,
+      message: scrub(error.message),
+      ...(report ? { details: [ran] } : {}),
+    });
   }
 
   /**
@@ -410,6 +438,27 @@ export function createActivities(deps: ActivityDeps) {
       });
     },
 
+    /**
+     * Waits for the database after a streaming run lost it: `SELECT 1` every `pollMs` from `minWaitMs` on, until it
+     * answers (the next run can commit at once) or `maxWaitMs` passed. Heartbeats every try, so a worker lost
+     * meanwhile is noticed; a cancellation (pause, rebind) ends the wait.
+     */
+    async waitForDatabase(input: WaitForDatabaseInput): Promise<{ answered: boolean; waitedMs: number }> {
+      const ctx = Context.current();
+      const started = Date.now();
+      ctx.heartbeat({ attempt: 0, waitedMs: 0 });
+      await ctx.sleep(input.minWaitMs);
+      // A heartbeat before each question and each pause: neither outlasts the (short) heartbeat timeout.
+      for (let attempt = 1; ; attempt++) {
+        ctx.heartbeat({ attempt, waitedMs: Date.now() - started });
+        const answered = await databaseAnswers(pool, DATABASE_PROBE_TIMEOUT_MS);
+        const waitedMs = Date.now() - started;
+        if (answered || waitedMs >= input.maxWaitMs) return { answered, waitedMs };
+        ctx.heartbeat({ attempt, waitedMs });
+        await ctx.sleep(Math.min(input.pollMs, input.maxWaitMs - waitedMs));
+      }
+    },
+
     /** Polls the committed checkpoint until it reaches `generation` (a rebind's first commit), within a bound. */
     async waitForGeneration(input: WaitForGenerationInput): Promise<CommittedView> {
       const ctx = Context.current();
@@ -430,6 +479,30 @@ export function createActivities(deps: ActivityDeps) {
       }
     },
   };
+}
+
+/** True when the database answers a trivial query within `timeoutMs`. */
+async function databaseAnswers(pool: pg.Pool, timeoutMs: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), timeoutMs);
+  });
+  const asked = pool.query('SELECT 1').then(
+    () => true,
+    () => false,
+  );
+  try {
+    return await Promise.race([asked, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The failure details of a streaming run's report: the committed checkpoint, and the rest as `run`. */
+function ranDetails(report: ReturnType<typeof runReportOf>): { committed?: CheckpointSummary; run?: RunReport } {
+  if (report === null) return {};
+  const { committed, ...run } = report;
+  return { committed, run };
 }
 
 function isAwaitingDecision(kind: ConsumeOutcome['kind']): kind is AwaitingDecisionReason {

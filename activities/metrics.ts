@@ -35,12 +35,19 @@ export interface StoreSample {
 }
 
 export interface ConsumerMetrics {
-  /** A lease began: the run's committed position is known and the consumer no longer waits for a decision. */
-  leaseStarted(consumerId: string, committedPosition: number | null): void;
+  /**
+   * A lease began: the run's committed position and version are known and the consumer no longer waits for a
+   * decision.
+   */
+  leaseStarted(consumerId: string, committedPosition: number | null, version: number): void;
+  /**
+   * A checkpoint was written (the version moved to `version`); one the database already held, committed again
+   * without a write, is not one.
+   */
   checkpointCommitted(
     consumerId: string,
     kind: ConsumerKind,
-    position: number,
+    checkpoint: { position: number; version: number },
     events: CommittedEvents,
     seconds: number,
   ): void;
@@ -65,6 +72,7 @@ export const METRIC_NAMES = {
   commitDuration: 'whalehunt_commit_duration_seconds',
   commitToAck: 'whalehunt_commit_to_ack_seconds',
   committedPosition: 'whalehunt_committed_position',
+  checkpointVersion: 'whalehunt_checkpoint_version',
   headPosition: 'whalehunt_head_position',
   reconnects: 'whalehunt_reconnects_total',
   quarantineHeld: 'whalehunt_quarantine_held',
@@ -107,6 +115,7 @@ export function meterMetrics(meter: MetricMeter): ConsumerMetrics {
   const commitDuration = seconds(n.commitDuration, 'Time to commit one checkpoint');
   const commitToAck = seconds(n.commitToAck, 'Time from a commit returning to its ACK being sent');
   const committedPosition = gauge(n.committedPosition, 'Position of the last committed checkpoint');
+  const checkpointVersion = gauge(n.checkpointVersion, "The checkpoint row's version after this process's last commit");
   const headPosition = gauge(n.headPosition, 'Highest stream position seen (hello head or batch)');
   const reconnects = counter(n.reconnects, 'Stream sessions that ended and reconnected, by code');
   const quarantineHeld = gauge(n.quarantineHeld, 'Held quarantine records waiting for a decision');
@@ -128,11 +137,12 @@ export function meterMetrics(meter: MetricMeter): ConsumerMetrics {
   };
 
   return {
-    leaseStarted(consumer, position) {
+    leaseStarted(consumer, position, version) {
       setAwaiting(consumer, null);
       if (position !== null) committedPosition.set(position, { consumer });
+      checkpointVersion.set(version, { consumer });
     },
-    checkpointCommitted(consumer, kind, position, events, duration) {
+    checkpointCommitted(consumer, kind, { position, version }, events, duration) {
       checkpointsCommitted.add(1, { consumer, kind });
       const byOutcome = {
         applied: events.applied,
@@ -147,6 +157,7 @@ export function meterMetrics(meter: MetricMeter): ConsumerMetrics {
       for (const [reason, count] of suppressedAlerts(events.alerts)) alertsSuppressed.add(count, { consumer, reason });
       commitDuration.record(duration, { consumer, kind });
       committedPosition.set(position, { consumer });
+      checkpointVersion.set(version, { consumer });
       const head = heads.get(consumer);
       if (head !== undefined && head.seen > head.reported) {
         headPosition.set(head.seen, { consumer });

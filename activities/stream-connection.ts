@@ -334,14 +334,17 @@ export class StreamConnection {
       const plan = plans[index]!;
       if (committed.kind !== 'committed')
         return this.#end(handleCommitRefusal(committed, plan, this.run, this.deps.log));
-      const before = this.run.committedState().position;
-      this.deps.metrics?.checkpointCommitted(
-        this.run.consumerId,
-        'stream',
-        plan.checkpoint.position,
-        committed,
-        (commitEnd - commitStart) / 1000,
-      );
+      const { position: before, version: versionBefore } = this.run.committedState();
+      // A checkpoint the database already held commits without a write: nothing for the counters.
+      if (committed.version > versionBefore) {
+        this.deps.metrics?.checkpointCommitted(
+          this.run.consumerId,
+          'stream',
+          { position: plan.checkpoint.position, version: committed.version },
+          committed,
+          (commitEnd - commitStart) / 1000,
+        );
+      }
       if (before === null || plan.checkpoint.position > before) this.#progressed = true;
       this.run.recordCommit(plan, committed);
       await hooks?.afterCommit?.(plan.checkpoint.position);

@@ -1,8 +1,9 @@
-// The contract between the workflow and its activities: types, emptyCounters and heartbeatCounters (pure, no
-// I/O), the values workflow code may import from the activities' room. Nothing here carries a secret: the API key
-// and the stream URL come from the worker's configuration.
+// The contract between the workflow and its activities: types, emptyCounters and the readers of counters and run
+// reports (pure, no I/O), the values workflow code may import from the activities' room. Nothing here carries a
+// secret: the API key and the stream URL come from the worker's configuration.
 import type { HeldQuarantineItem } from '../domain/outcomes.js';
 import type { ErrorCode, History, ResetReason, StreamFilter } from '../protocol/codec.js';
+import type { ProgressReport } from '../protocol/progress.js';
 
 export type { BindingDecision, DecisionAudit, GapDecision, QuarantineDecision } from '../domain/decisions.js';
 
@@ -64,10 +65,61 @@ export function emptyCounters(): StreamCounters {
 export function heartbeatCounters(details: unknown): StreamCounters | null {
   if (typeof details !== 'object' || details === null) return null;
   const counters = (details as Record<string, unknown>).counters;
-  if (typeof counters !== 'object' || counters === null) return null;
-  const fields = counters as Record<string, unknown>;
-  const numeric = ['sessions', 'checkpointsCommitted', 'eventsApplied', 'duplicates', 'acksSent'] as const;
-  return numeric.every((name) => typeof fields[name] === 'number') ? (counters as StreamCounters) : null;
+  return isCounters(counters) ? counters : null;
+}
+
+/** The database's side of a consumer as a run last knew it: the committed version and the row's lifetime totals. */
+export interface CommittedTotals {
+  version: number;
+  checkpointsCommitted: number;
+  eventsApplied: number;
+}
+
+/**
+ * A streaming run's account of itself, in its heartbeats, its progress signals, its outcome and its failure: its
+ * counters so far (each report replaces the one before; the run's ending is its last) and the database's totals
+ * after its last commit.
+ */
+export interface RunReport {
+  /**
+   * The run's lease epoch: tells its reports from another run's (a late signal of a run that already ended); null
+   * in the heartbeats of older workers, which did not say.
+   */
+  leaseEpoch: number | null;
+  counters: StreamCounters;
+  /** null when the database's row carries no totals (a store that does not read them). */
+  totals: CommittedTotals | null;
+}
+
+/** A run report as a signal, a heartbeat or a failure may carry one: anything else is none. */
+export function asRunReport(value: unknown): RunReport | null {
+  if (typeof value !== 'object' || value === null) return null;
+  const { leaseEpoch, counters, totals } = value as Record<string, unknown>;
+  if (!isCounters(counters)) return null;
+  return {
+    leaseEpoch: typeof leaseEpoch === 'number' ? leaseEpoch : null,
+    counters,
+    totals: isTotals(totals) ? totals : null,
+  };
+}
+
+const COUNTER_FIELDS = ['sessions', 'checkpointsCommitted', 'eventsApplied', 'duplicates', 'acksSent'] as const;
+
+export function isCounters(value: unknown): value is StreamCounters {
+  if (typeof value !== 'object' || value === null) return false;
+  const fields = value as Record<string, unknown>;
+  return COUNTER_FIELDS.every((name) => typeof fields[name] === 'number');
+}
+
+function isTotals(value: unknown): value is CommittedTotals {
+  if (typeof value !== 'object' || value === null) return false;
+  const fields = value as Record<string, unknown>;
+  return (['version', 'checkpointsCommitted', 'eventsApplied'] as const).every((n) => typeof fields[n] === 'number');
+}
+
+/** The progress signal's payload: a reading, the alert figures, and the run's report (absent from older workers). */
+export interface StreamProgressReport extends ProgressReport {
+  run?: RunReport;
 }
 
 /**
@@ -86,11 +138,17 @@ export interface StreamHeartbeat {
   /** When this heartbeat was taken (ISO): what `status` labels its figures with. */
   at: string;
   counters: StreamCounters;
+  /** The run's lease epoch and the database's totals (RunReport); absent in heartbeats of older workers. */
+  leaseEpoch?: number | null;
+  totals?: CommittedTotals | null;
 }
 
 interface OutcomeBase {
   committed: CheckpointSummary;
   counters: StreamCounters;
+  /** The run's lease epoch and the database's totals after its last commit (absent from older workers). */
+  leaseEpoch?: number | null;
+  totals?: CommittedTotals | null;
 }
 
 /** Protocol stops are returned; transport failures and retryable server errors are thrown (Temporal retries). */

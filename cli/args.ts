@@ -151,8 +151,9 @@ const FILTER_OPTIONS: [string, string][] = [
   ['--wallets a,b', 'wallet addresses (instead of --filter)'],
   ['--min-notional DEC', 'minimum notional in USD, a decimal string (instead of --filter)'],
 ];
+const ACTOR_DEFAULT = 'default: the OS user running the command';
 const AUDIT_OPTIONS: [string, string][] = [
-  ['--actor NAME', 'who decides (recorded with the decision; required)'],
+  ['--actor NAME', `who decides (recorded with the decision; ${ACTOR_DEFAULT})`],
   ['--reason TEXT', 'why (recorded with the decision; required)'],
 ];
 
@@ -191,7 +192,7 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
   },
   'resolve-gap': {
     summary: 'decide a reset_required stop: from_floor, live_cut or abandon',
-    usage: 'resolve-gap --consumer ID --decision from_floor|live_cut|abandon --actor NAME --reason TEXT',
+    usage: 'resolve-gap --consumer ID --decision from_floor|live_cut|abandon [--actor NAME] --reason TEXT',
     options: [
       ['--consumer ID', 'consumer id (required)'],
       ['--decision D', GAP_DECISIONS.join(' | ')],
@@ -200,7 +201,7 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
   },
   'resolve-binding': {
     summary: 'decide a cursor_mismatch stop: retry, from_floor, live_cut or abandon',
-    usage: 'resolve-binding --consumer ID --decision retry|from_floor|live_cut|abandon --actor NAME --reason TEXT',
+    usage: 'resolve-binding --consumer ID --decision retry|from_floor|live_cut|abandon [--actor NAME] --reason TEXT',
     options: [
       ['--consumer ID', 'consumer id (required)'],
       ['--decision D', BINDING_DECISIONS.join(' | ')],
@@ -210,7 +211,7 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
   'resolve-quarantine': {
     summary: 'decide held quarantine: release_terminal or retry (all held events, or the named ones)',
     usage:
-      'resolve-quarantine --consumer ID --decision release_terminal|retry [--event ID ...] --actor NAME --reason TEXT',
+      'resolve-quarantine --consumer ID --decision release_terminal|retry [--event ID ...] [--actor NAME] --reason TEXT',
     options: [
       ['--consumer ID', 'consumer id (required)'],
       ['--decision D', QUARANTINE_DECISIONS.join(' | ')],
@@ -220,17 +221,17 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
   },
   rebind: {
     summary: 'switch a consumer to a new filter (generation + 1), resuming from its committed token',
-    usage: 'rebind --consumer ID (--filter JSON | filter options) --actor NAME',
+    usage: 'rebind --consumer ID (--filter JSON | filter options) [--actor NAME]',
     options: [
       ['--consumer ID', 'consumer id (required)'],
       ...FILTER_OPTIONS,
-      ['--actor NAME', 'who asks for the rebind (required)'],
+      ['--actor NAME', `who asks for the rebind (${ACTOR_DEFAULT})`],
     ],
   },
   'schedule-rebind': {
     summary: 'manage Temporal Schedules that rebind a consumer to a filter on a cron or interval',
     usage:
-      'schedule-rebind create --consumer ID (--filter JSON | filter options) (--cron EXPR | --every DURATION) --actor NAME [--schedule-id ID]\n' +
+      'schedule-rebind create --consumer ID (--filter JSON | filter options) (--cron EXPR | --every DURATION) [--actor NAME] [--schedule-id ID]\n' +
       '       schedule-rebind list [--consumer ID] [--json]\n' +
       '       schedule-rebind delete (--schedule-id ID | --consumer ID)',
     options: [
@@ -238,19 +239,19 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
       ...FILTER_OPTIONS,
       ['--cron EXPR', '5-field cron expression, UTC'],
       ['--every DURATION', 'interval such as 30m, 6h, 1d'],
-      ['--actor NAME', "recorded as the rebind's requester"],
+      ['--actor NAME', `recorded as the rebind's requester (${ACTOR_DEFAULT})`],
       ['--schedule-id ID', 'schedule id (default whalehunt-rebind:<consumer>)'],
       ['--json', 'list as JSON'],
     ],
   },
   pause: {
     summary: 'pause a consumer after its current checkpoint',
-    usage: 'pause --consumer ID --actor NAME --reason TEXT',
+    usage: 'pause --consumer ID [--actor NAME] --reason TEXT',
     options: [['--consumer ID', 'consumer id (required)'], ...AUDIT_OPTIONS],
   },
   resume: {
     summary: 'resume a paused consumer',
-    usage: 'resume --consumer ID --actor NAME --reason TEXT',
+    usage: 'resume --consumer ID [--actor NAME] --reason TEXT',
     options: [['--consumer ID', 'consumer id (required)'], ...AUDIT_OPTIONS],
   },
   list: {
@@ -297,8 +298,8 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
       'whale alerts in the outbox: list them, retry dead or suppressed ones, drop pending or dead ones (database only)',
     usage:
       'alerts list [--consumer ID] [--state pending|dead|sent|suppressed|dropped] [--limit N] [--json]\n' +
-      '       alerts retry (--id N [--id N ...] | --all-dead [--consumer ID]) --actor NAME --reason TEXT\n' +
-      '       alerts drop (--id N [--id N ...] | --all-dead [--consumer ID]) --actor NAME --reason TEXT',
+      '       alerts retry (--id N [--id N ...] | --all-dead [--consumer ID]) [--actor NAME] --reason TEXT\n' +
+      '       alerts drop (--id N [--id N ...] | --all-dead [--consumer ID]) [--actor NAME] --reason TEXT',
     options: [
       ['--consumer ID', "list: only this consumer's alerts; with --all-dead: only its dead ones"],
       ['--state S', 'pending (waiting or being sent) | dead | sent | suppressed | dropped'],
@@ -309,7 +310,7 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
         'an alert id from `alerts list`; repeat for several. retry: dead or suppressed; drop: pending or dead',
       ],
       ['--all-dead', 'every dead alert (of --consumer, else of every consumer)'],
-      ['--actor NAME', 'who decides (recorded in an alert decision; required)'],
+      ['--actor NAME', `who decides (recorded in an alert decision; ${ACTOR_DEFAULT})`],
       ['--reason TEXT', 'why (recorded in an alert decision; required)'],
     ],
   },
@@ -364,8 +365,15 @@ const FILTER_FLAGS: Record<string, OptionSpec> = {
 };
 const AUDIT_FLAGS: Record<string, OptionSpec> = { actor: { type: 'string' }, reason: { type: 'string' } };
 
+/** What a command takes when an option is not given. */
+export interface ParseDefaults {
+  /** The actor of an audited command without --actor (cli/config.ts defaultActor); without one --actor is required. */
+  actor?: string | null;
+}
+
 /** Parses argv (without node and script) into a command; throws CliUsageError. */
-export function parseCommand(argv: readonly string[]): CliCommand {
+export function parseCommand(argv: readonly string[], defaults: ParseDefaults = {}): CliCommand {
+  const actorOf = (command: CommandName, v: Values): string => actor(command, v, defaults);
   const [first, ...rest] = argv;
   if (first === undefined || first === '--help' || first === '-h' || first === 'help') {
     const topic = first === 'help' ? rest[0] : undefined;
@@ -434,7 +442,7 @@ export function parseCommand(argv: readonly string[]): CliCommand {
         ...(hasDecision ? { decision: { type: 'string' } } : {}),
         ...AUDIT_FLAGS,
       });
-      const base = { consumerId: requiredId(first, 'consumer', v), ...audit(first, v) };
+      const base = { consumerId: requiredId(first, 'consumer', v), ...audit(first, v, actorOf) };
       if (first === 'resolve-gap')
         return { command: first, ...base, decision: choice(first, 'decision', GAP_DECISIONS, v.decision) };
       if (first === 'resolve-binding')
@@ -455,7 +463,7 @@ export function parseCommand(argv: readonly string[]): CliCommand {
         consumerId: requiredId(first, 'consumer', v),
         decision: choice(first, 'decision', QUARANTINE_DECISIONS, v.decision),
         eventIds: events && events.length > 0 ? events : undefined,
-        ...audit(first, v),
+        ...audit(first, v, actorOf),
       };
     }
     case 'rebind': {
@@ -464,13 +472,13 @@ export function parseCommand(argv: readonly string[]): CliCommand {
         command: first,
         consumerId: requiredId(first, 'consumer', v),
         filter: filterFrom(first, v, { required: true }),
-        actor: requiredText(first, 'actor', v.actor),
+        actor: actorOf(first, v),
       };
     }
     case 'schedule-rebind':
-      return parseScheduleRebind(rest);
+      return parseScheduleRebind(rest, actorOf);
     case 'alerts':
-      return parseAlerts(rest);
+      return parseAlerts(rest, actorOf);
     case 'backfill': {
       const v = parse(first, rest, {
         consumer: { type: 'string' },
@@ -539,7 +547,9 @@ export function defaultScheduleId(consumerId: string): string {
   return `whalehunt-rebind:${consumerId}`;
 }
 
-function parseScheduleRebind(argv: readonly string[]): CliCommand {
+type ActorOf = (command: CommandName, v: Values) => string;
+
+function parseScheduleRebind(argv: readonly string[], actorOf: ActorOf): CliCommand {
   const name = 'schedule-rebind';
   const [action, ...rest] = argv;
   switch (action) {
@@ -569,7 +579,7 @@ function parseScheduleRebind(argv: readonly string[]): CliCommand {
           v.cron !== undefined
             ? { cron: field(name, 'cron', cronSchema, v.cron) }
             : { every: field(name, 'every', durationSchema, v.every) },
-        actor: requiredText(name, 'actor', v.actor),
+        actor: actorOf(name, v),
       };
     }
     case 'list': {
@@ -609,7 +619,7 @@ const alertIdSchema = z
   .transform(Number)
   .pipe(z.number().min(1, 'must be at least 1').max(Number.MAX_SAFE_INTEGER, 'is too large'));
 
-function parseAlerts(argv: readonly string[]): CliCommand {
+function parseAlerts(argv: readonly string[], actorOf: ActorOf): CliCommand {
   const name = 'alerts';
   const [action, ...rest] = argv;
   switch (action) {
@@ -654,7 +664,7 @@ function parseAlerts(argv: readonly string[]): CliCommand {
             allDead: true,
             ...(v.consumer === undefined ? {} : { consumerId: field(name, 'consumer', idSchema, v.consumer) }),
           };
-      return { command: name, action, selection, ...audit(name, v) };
+      return { command: name, action, selection, ...audit(name, v, actorOf) };
     }
     default:
       throw new CliUsageError(
@@ -714,8 +724,14 @@ function requiredText(command: CommandName, option: string, value: unknown): str
   return field(command, option, auditText, value);
 }
 
-function audit(command: CommandName, v: Values): AuditArgs {
-  return { actor: requiredText(command, 'actor', v.actor), reason: requiredText(command, 'reason', v.reason) };
+function audit(command: CommandName, v: Values, actorOf: ActorOf): AuditArgs {
+  return { actor: actorOf(command, v), reason: requiredText(command, 'reason', v.reason) };
+}
+
+/** --actor as given (never empty), else the default actor; required only where there is none. */
+function actor(command: CommandName, v: Values, defaults: ParseDefaults): string {
+  if (v.actor !== undefined || !defaults.actor) return requiredText(command, 'actor', v.actor);
+  return defaults.actor;
 }
 
 function choice<const T extends readonly string[]>(

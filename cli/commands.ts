@@ -125,7 +125,7 @@ async function decide(
   const workflow = await findConsumer(session, consumerId);
   requireRunning(consumerId, workflow);
   try {
-    return await withAnswerTimeout(session, what, () => run(workflow.handle));
+    return await withAnswerTimeout(session, what, () => run(workflow.handle), undefined, workflow.handle);
   } catch (error) {
     if (error instanceof WorkflowUpdateFailedError) {
       const reason = error.cause instanceof Error ? error.cause.message : error.message;
@@ -202,7 +202,13 @@ export async function pauseOrResume(
   requireRunning(cmd.consumerId, workflow);
   if (cmd.command === 'resume') {
     // The signal cannot answer, and a consumer that is not paused ignores it: ask first.
-    const status = await withAnswerTimeout(session, 'status query', () => workflow.handle.query(statusQuery));
+    const status = await withAnswerTimeout(
+      session,
+      'status query',
+      () => workflow.handle.query(statusQuery),
+      undefined,
+      workflow.handle,
+    );
     if (status.phase !== 'paused') {
       throw new CliError(
         'not_paused',

@@ -10,14 +10,15 @@ import {
 import { defaultPayloadConverter } from '@temporalio/common';
 import { optionalTsToMs } from '@temporalio/common/lib/time.js';
 import type pg from 'pg';
-import type { StreamCounters, StreamHeartbeat } from '../activities/types.js';
+import { asRunReport, emptyCounters, type RunReport, type StreamHeartbeat } from '../activities/types.js';
 import { consumerSummary, type ConsumerSummary } from '../db/summary.js';
 import { isProgressReading, latestReading, RateWindow, type ProgressReading } from '../protocol/progress.js';
-import { RUNNING_PHASES } from '../workflows/consumer-state.js';
+import { consumerTotals, furtherReport, RUNNING_PHASES, type ConsumerTotals } from '../workflows/consumer-state.js';
 import { connectClient, TemporalConnectError } from '../worker/temporal-connection.js';
 import { backfillWorkflowId, consumerWorkflowId, statusQuery, type ConsumerStatus } from '../workflows/definitions.js';
 import type { CliConfig } from './config.js';
 import { CliError } from './errors.js';
+import { attemptHint, noAnswerHint, type Attempt, type Poller } from './worker-hint.js';
 
 export const STREAM_ACTIVITY = 'consumeStream';
 /** Queries and updates need a worker to answer; past this the CLI says so instead of hanging. */
@@ -94,28 +95,32 @@ export function requireRunning(consumerId: string, workflow: ConsumerWorkflow): 
 }
 
 /**
- * Runs a call that needs a worker's answer, bounded: a silent task queue becomes a clear error that says whether
- * any worker polls it.
+ * Runs a call that needs a worker's answer, bounded: a silent workflow becomes a clear error that says why (no
+ * worker polls its task queue; the worker of its streaming attempt stopped heartbeating, named; busy workers). With
+ * the workflow's handle the hint looks at its running attempt too.
  */
 export async function withAnswerTimeout<T>(
   session: TemporalSession,
   what: string,
   fn: () => Promise<T>,
   timeoutMs = ANSWER_TIMEOUT_MS,
+  handle?: WorkflowHandle,
 ): Promise<T> {
   const signal = AbortSignal.timeout(timeoutMs);
   try {
     return await session.connection.withAbortSignal(signal, fn);
   } catch (error) {
     if (!signal.aborted) throw error;
-    const pollers = await recentWorkflowPollers(session);
-    const taskQueue = session.config.taskQueue;
-    const why =
-      pollers === null
-        ? `is a worker polling task queue ${taskQueue}?`
-        : pollers === 0
-          ? `no worker has polled task queue ${taskQueue} in the last minute; start one (npm run worker)`
-          : `${pollers} worker(s) poll task queue ${taskQueue}, but none answered in time (busy or overloaded)`;
+    const [pollers, attempt] = await Promise.all([
+      workflowPollers(session),
+      handle
+        ? handle.describe().then(
+            (d) => pendingAttempt(d),
+            () => null,
+          )
+        : null,
+    ]);
+    const why = noAnswerHint({ taskQueue: session.config.taskQueue, pollers, attempt, nowMs: Date.now() });
     throw new CliError('no_answer', `${what}: no answer within ${timeoutMs / 1000} s; ${why}`, { cause: error });
   }
 }
@@ -123,19 +128,39 @@ export async function withAnswerTimeout<T>(
 /** temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW */
 const WORKFLOW_TASK_QUEUE_TYPE = 1;
 
-/** Workers that polled the task queue for workflow tasks in the last minute; null when Temporal cannot say. */
-async function recentWorkflowPollers(session: TemporalSession): Promise<number | null> {
+/** The workers Temporal lists as polling the task queue for workflow tasks; null when it cannot say. */
+async function workflowPollers(session: TemporalSession): Promise<Poller[] | null> {
   try {
     const { pollers } = await session.client.workflowService.describeTaskQueue({
       namespace: session.config.temporal.namespace,
       taskQueue: { name: session.config.taskQueue },
       taskQueueType: WORKFLOW_TASK_QUEUE_TYPE,
     });
-    const since = Date.now() - 60_000;
-    return (pollers ?? []).filter((p) => (optionalTsToMs(p.lastAccessTime) ?? 0) >= since).length;
+    return (pollers ?? []).map((p) => ({
+      identity: p.identity ?? '(unnamed)',
+      lastAccessMs: optionalTsToMs(p.lastAccessTime) ?? null,
+    }));
   } catch {
     return null;
   }
+}
+
+/** The activities that hold a consumer's lease: the streaming run and the backfill's page run. */
+const LEASE_ACTIVITIES = [STREAM_ACTIVITY, 'consumePages'];
+
+/** The pending streaming (or page) attempt of a workflow, as the hints read it; null when none runs. */
+export function pendingAttempt(description: WorkflowExecutionDescription): Attempt | null {
+  const pending = (description.raw.pendingActivities ?? []).find((a) =>
+    LEASE_ACTIVITIES.includes(a.activityType?.name ?? ''),
+  );
+  if (!pending) return null;
+  return {
+    workerIdentity: pending.lastWorkerIdentity || null,
+    startedMs: optionalTsToMs(pending.lastStartedTime) ?? null,
+    scheduledMs: optionalTsToMs(pending.scheduledTime) ?? null,
+    lastHeartbeatMs: optionalTsToMs(pending.lastHeartbeatTime) ?? null,
+    heartbeatTimeoutMs: optionalTsToMs(pending.activityOptions?.heartbeatTimeout) ?? null,
+  };
 }
 
 /** The streaming activity's last heartbeat (position, head, counters): fresher than the workflow's copy. */
@@ -161,6 +186,8 @@ export interface ConsumerReport {
   status: ConsumerStatus | null;
   statusError: string | null;
   heartbeat: StreamHeartbeat | null;
+  /** The streaming attempt looks stuck (frozen or lost worker, or no worker takes it): why; null when it runs. */
+  workerHint: string | null;
   /** null when DATABASE_URL is not set, or the consumer never took a lease. */
   database: ConsumerSummary | null;
   databaseError: string | null;
@@ -199,7 +226,13 @@ export async function consumerReport(
   let statusError: string | null = null;
   if (workflow) {
     try {
-      status = await withAnswerTimeout(session, 'status query', () => workflow.handle.query(statusQuery), 5_000);
+      status = await withAnswerTimeout(
+        session,
+        'status query',
+        () => workflow.handle.query(statusQuery),
+        5_000,
+        workflow.handle,
+      );
     } catch (error) {
       statusError = error instanceof Error ? error.message : String(error);
     }
@@ -215,28 +248,41 @@ export async function consumerReport(
     status,
     statusError,
     heartbeat: workflow ? streamHeartbeat(workflow.description) : null,
+    workerHint: workflow ? attemptHint(pendingAttempt(workflow.description), Date.now()) : null,
     database,
     databaseError,
   };
 }
 
 /**
- * The consumer's totals: the workflow's (finished runs, and crashed runs up to their last heartbeat) plus the
- * running lease's heartbeat, which the workflow adds only when that run ends.
+ * The consumer's totals: the workflow's (every ended run) plus the running run's latest report (its heartbeat or
+ * its last progress signal, whichever is further on), with checkpoints and events as the database counts them (read
+ * now, when DATABASE_URL is set; else as the runs last reported them).
  */
-export function totalCounters(report: ConsumerReport): StreamCounters | null {
-  const finished = report.status?.counters;
-  const running = report.heartbeat?.counters;
-  if (!finished || !running) return finished ?? running ?? null;
-  return {
-    sessions: finished.sessions + running.sessions,
-    checkpointsCommitted: finished.checkpointsCommitted + running.checkpointsCommitted,
-    eventsApplied: finished.eventsApplied + running.eventsApplied,
-    duplicates: finished.duplicates + running.duplicates,
-    acksSent: finished.acksSent + running.acksSent,
-    lastHeadPosition: running.lastHeadPosition ?? finished.lastHeadPosition,
-    lastCommitAt: running.lastCommitAt ?? finished.lastCommitAt,
-  };
+export function totalCounters(report: ConsumerReport): ConsumerTotals | null {
+  const { status, database } = report;
+  const saved = database?.state.totals ? { version: database.state.version, ...database.state.totals } : null;
+  const beat = report.heartbeat && asRunReport(report.heartbeat);
+  if (!status) return beat || saved ? consumerTotals(NOTHING_ENDED, beat, saved) : null;
+  return consumerTotals(status, runningReport(status, beat), saved);
+}
+
+const NOTHING_ENDED = { counters: emptyCounters(), live: null, database: null };
+
+/**
+ * The running run's latest report: the heartbeat read with the description, unless its run ended meanwhile (the
+ * status, queried after it, counts it already), or the workflow's live report when that is of a later run or
+ * further on.
+ */
+function runningReport(status: ConsumerStatus, beat: RunReport | null): RunReport | null {
+  const live = status.live ?? null;
+  const ended = status.endedEpoch ?? null;
+  const current =
+    beat !== null && !(beat.leaseEpoch !== null && ended !== null && beat.leaseEpoch <= ended) ? beat : null;
+  if (current === null || live === null) return current ?? live;
+  if (current.leaseEpoch !== live.leaseEpoch)
+    return (live.leaseEpoch ?? 0) > (current.leaseEpoch ?? 0) ? live : current;
+  return furtherReport(current, live);
 }
 
 export interface ConsumerProgress {

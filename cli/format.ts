@@ -1,7 +1,7 @@
 // Text renderings for operators. JSON output (--json) is the data itself; these are for eyes. Counts and progress
 // use protocol/progress.ts's formats, as the main job's progress line and the workflow's Current Details do.
 import type { OutboxRow, OutboxState } from '../db/index.js';
-import { formatAge, formatAlerts, formatCount, formatProgress } from '../protocol/progress.js';
+import { formatAge, formatAlerts, formatCount, formatProgress, formatTime } from '../protocol/progress.js';
 import type { AlertState } from './args.js';
 import { consumerProgress, totalCounters, type ConsumerReport } from './consumers.js';
 
@@ -33,6 +33,7 @@ export function formatStatus(report: ConsumerReport, nowMs: number): string {
       : 'none',
   ]);
   rows.push(['phase', status ? status.phase : report.statusError ? `unknown: ${report.statusError}` : dash]);
+  if (report.workerHint) rows.push(['worker', report.workerHint]);
   rows.push(['progress', `${formatProgress(reading, rate)}${source ? SOURCES[source] : ''}`]);
   if (db) rows.push(['committed', `position ${formatCount(db.state.position)} (the database, read now)`]);
   rows.push([
@@ -60,8 +61,12 @@ export function formatStatus(report: ConsumerReport, nowMs: number): string {
     ]);
   }
   if (status) {
-    // The workflow's totals end at the last lease; the running lease's heartbeat counts since it began.
+    // Ended runs, the running one's latest report, and the database's counts of checkpoints and events.
     const c = totalCounters(report) ?? status.counters;
+    rows.push([
+      'last commit',
+      c.lastCommitAt === null ? 'none yet' : `${formatTime(c.lastCommitAt)} (${c.lastCommitAt})`,
+    ]);
     const total = (
       label: string,
       key: 'sessions' | 'checkpointsCommitted' | 'eventsApplied' | 'duplicates' | 'acksSent',

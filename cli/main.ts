@@ -22,7 +22,7 @@ import {
   type CommandIo,
 } from './commands.js';
 import { runBackfillWorkflow } from './backfill-workflow.js';
-import { loadCliConfig } from './config.js';
+import { defaultActor, loadCliConfig } from './config.js';
 import { connectTemporal } from './consumers.js';
 import { CliError } from './errors.js';
 import { createPool } from '../db/connect.js';
@@ -47,7 +47,7 @@ export async function main(
 ): Promise<number> {
   let command: CliCommand;
   try {
-    command = parseCommand(argv);
+    command = parseCommand(argv, { actor: defaultActor(env) });
   } catch (error) {
     if (!(error instanceof CliUsageError)) throw error;
     io.err(`error: ${error.message}`);

@@ -121,7 +121,8 @@ checkpoint AS (
   -- the fence, validatePlanAgainstSaved's continuing case, and the proof that everything is new, in one WHERE
   UPDATE checkpoints
      SET position = $37, token = $38, generation = $39, cut_position = $40, cut_reached = $41,
-         version = version + $4, pending_start = NULL, updated_at = now()
+         version = version + $4, pending_start = NULL, updated_at = now(), checkpoints_committed = checkpoints_committed + $4,
+         events_applied = events_applied + (SELECT count(*) FROM unnest($12::text[]) AS r(outcome) WHERE outcome = 'applied')
    WHERE consumer_id = $1 AND lease_epoch = $2 AND version = $3
      AND NOT abandoned AND pending_start IS NULL AND position < $5
      AND (generation = $6 OR ($7 AND generation + 1 = $6))

@@ -382,10 +382,11 @@ const WRITE_COMMIT_SQL = `${EFFECT_WRITE_CTES}binding AS (
 ),
 checkpoint AS (
   -- the whole token, never truncated; the version moves by one per checkpoint covered ($64): the compare-and-swap
-  -- the next commit is fenced on
+  -- the next commit is fenced on. The totals count the checkpoints and their applied receipts ($6: outcomes).
   UPDATE checkpoints
      SET position = $59, token = $60, generation = $61, cut_position = $62, cut_reached = $63,
-         version = version + $64, pending_start = NULL, updated_at = now()
+         version = version + $64, pending_start = NULL, updated_at = now(), checkpoints_committed = checkpoints_committed + $64,
+         events_applied = events_applied + (SELECT count(*) FROM unnest($6::text[]) AS r(outcome) WHERE outcome = 'applied')
    WHERE consumer_id = $1
   RETURNING version
 )

@@ -44,6 +44,23 @@ export class StaleLeaseAttempt extends Error {
 }
 
 /**
+ * The session is gone or could not be had: refused, reset or ended by the server (shutdown, crash, restart, an idle
+ * transaction timed out), or the server is starting up. Not a failed statement on a live session (a lock or
+ * statement timeout, a serialization failure): those say nothing about the database being away.
+ */
+export function isConnectionLoss(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) {
+    // admin_shutdown, crash_shutdown, cannot_connect_now, idle_in_transaction_session_timeout, class 08
+    return ['57P01', '57P02', '57P03', '25P03'].includes(code) || code.startsWith('08');
+  }
+  return /ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|Connection terminated|not queryable|timeout exceeded when trying to connect/i.test(
+    `${typeof code === 'string' ? code : ''} ${error.message}`,
+  );
+}
+
+/**
  * The database failed underneath an operation (connection lost, serialization failure, …). Carries the
  * SQLSTATE and whether the same operation may simply be retried; the pg error is the `cause`.
  */
@@ -62,5 +79,10 @@ export class StorageFailure extends Error {
         `${sqlState ? ` (SQLSTATE ${sqlState})` : ''}: ${options.cause instanceof Error ? options.cause.message : String(options.cause)}`,
       options,
     );
+  }
+
+  /** The database went away (isConnectionLoss of the cause): wait for it to answer rather than back off blindly. */
+  get connectionLost(): boolean {
+    return isConnectionLoss(this.cause);
   }
 }

@@ -120,9 +120,12 @@ export async function handOverToStream(
     }
     if (row.version !== input.expectedVersion) return { kind: 'fenced', actualVersion: row.version };
     await client.query('DELETE FROM page_progress WHERE consumer_id = $1', [input.consumerId]);
-    await client.query(`INSERT INTO checkpoints (consumer_id, pending_start) VALUES ($1, 'from_floor')`, [
-      input.consumerId,
-    ]);
+    // The stream's totals go on from what the backfill applied: the consumer's applied receipts.
+    await client.query(
+      `INSERT INTO checkpoints (consumer_id, pending_start, events_applied)
+       VALUES ($1, 'from_floor', (SELECT count(*) FROM event_receipts WHERE consumer_id = $1 AND outcome = 'applied'))`,
+      [input.consumerId],
+    );
     const appliedPosition = Number(row.applied_position);
     await beforeCommit?.({ appliedPosition });
     return { kind: 'handed_over', appliedPosition };

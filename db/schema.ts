@@ -51,6 +51,12 @@ export const checkpoints = pgTable(
     cutReached: boolean('cut_reached').notNull().default(false),
     /** Compare-and-swap counter: +1 on every commit and every state-changing decision. */
     version: integer('version').notNull().default(0),
+    /**
+     * Checkpoints committed (each also moved `version`) and the events they applied (one `applied` receipt each),
+     * over the consumer's life: written by the commit that does it, so every display's totals are the database's.
+     */
+    checkpointsCommitted: bigint('checkpoints_committed', { mode: 'number' }).notNull().default(0),
+    eventsApplied: bigint('events_applied', { mode: 'number' }).notNull().default(0),
     /** Bumped by every activity attempt (acquireLease); fences zombie attempts. */
     leaseEpoch: integer('lease_epoch').notNull().default(0),
     /**

@@ -21,6 +21,8 @@ type StateRow = Pick<
   | 'pending_start'
   | 'abandoned'
   | 'updated_at'
+  | 'checkpoints_committed'
+  | 'events_applied'
 > &
   OuterJoined<
     Pick<BindingRow, 'subscription_id' | 'stream' | 'history_id' | 'filter' | 'filter_hash' | 'mappings'> & {
@@ -29,8 +31,8 @@ type StateRow = Pick<
   >;
 
 const STATE_COLUMNS = `c.consumer_id, c.lease_epoch, c.version, c.position, c.token, c.generation, c.cut_position,
-  c.cut_reached, c.pending_start, c.abandoned, c.updated_at, b.subscription_id, b.stream, b.history_id, b.filter,
-  b.filter_hash, b.generation AS binding_generation, b.mappings`;
+  c.cut_reached, c.pending_start, c.abandoned, c.updated_at, c.checkpoints_committed, c.events_applied,
+  b.subscription_id, b.stream, b.history_id, b.filter, b.filter_hash, b.generation AS binding_generation, b.mappings`;
 
 const nullableNumber = (value: string | null): number | null => (value === null ? null : Number(value));
 
@@ -62,6 +64,8 @@ function toState(row: StateRow): CommittedState {
     abandoned: row.abandoned,
     // A row that never committed has no resume point yet; its creation time is not an update.
     updatedAt: row.position === null && row.version === 0 ? null : row.updated_at.toISOString(),
+    // int8 arrives as a string (nothing is parsed globally); a lifetime count stays far below 2^53.
+    totals: { checkpointsCommitted: Number(row.checkpoints_committed), eventsApplied: Number(row.events_applied) },
   };
 }
 

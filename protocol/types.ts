@@ -124,4 +124,12 @@ export interface CommittedState {
   pendingStart: 'live_cut' | 'from_floor' | null;
   abandoned: boolean;
   updatedAt: string | null;
+  /** The consumer's lifetime totals as saved with the checkpoint (absent where a caller built the state itself). */
+  totals?: CheckpointTotals;
+}
+
+/** Checkpoints committed and events they applied over a consumer's life, as the checkpoint row counts them. */
+export interface CheckpointTotals {
+  checkpointsCommitted: number;
+  eventsApplied: number;
 }

@@ -298,12 +298,13 @@ export async function main(
   const pool = createPool(config.databaseUrl, {
     max: config.databasePoolSize,
     bounds: config.databaseBounds,
-    // One line per outage: the runs in flight fail over to Temporal's retries and resume once it is back.
+    // One line when the database is lost (however it was seen) and one when it is back: the runs in flight fail,
+    // the workflow waits for the database to answer and the next run resumes from the committed checkpoint.
     onConnectionLost: (error) =>
       dbLog.error('database connection lost; runs retry from the committed checkpoint until it is back', {
         error: { name: error.name, message: error.message, code: (error as { code?: unknown }).code },
       }),
-    onConnectionRestored: () => dbLog.info('database connection restored'),
+    onConnectionRestored: (downMs) => dbLog.info('database connection restored', { downMs }),
   });
   let telemetry: WorkerTelemetry | null;
   try {

@@ -2,7 +2,9 @@
 // Core's Prometheus exporter serves only /metrics on an address of its own, so it listens on a loopback port
 // nobody else sees and this server forwards scrapes to it: one port, one process, both kinds of endpoint. Just
 // before forwarding a scrape, the counts that live in the database (outbox, held quarantine) are refreshed, so
-// they are as fresh as the scrape without a timer querying Postgres when nobody looks.
+// they are as fresh as the scrape without a timer querying Postgres when nobody looks. When the runtime's exporter
+// is slow or fails (a loaded process), /metrics serves the last scrape it got, saying how old it is, rather than
+// failing: a scrape never answers 500.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
@@ -37,8 +39,9 @@ export interface TelemetryServer {
 }
 
 export async function startTelemetryServer(options: TelemetryServerOptions): Promise<TelemetryServer> {
+  const scrapes = new UpstreamScrapes(options.metricsUpstream);
   const server = createServer((req, res) => {
-    handle(options, req, res).catch((error: unknown) => {
+    handle(options, scrapes, req, res).catch((error: unknown) => {
       options.onError?.('telemetry request failed', { path: req.url, error });
       if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
       res.end('internal error\n');
@@ -57,7 +60,12 @@ export async function startTelemetryServer(options: TelemetryServerOptions): Pro
   };
 }
 
-async function handle(options: TelemetryServerOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handle(
+  options: TelemetryServerOptions,
+  scrapes: UpstreamScrapes,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
   const path = new URL(req.url ?? '/', 'http://localhost').pathname;
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     res.writeHead(405, { allow: 'GET, HEAD' }).end();
@@ -81,17 +89,83 @@ async function handle(options: TelemetryServerOptions, req: IncomingMessage, res
           options.onError?.('metrics: database gauges not refreshed', { error }),
         );
       }
-      const upstream = await fetch(options.metricsUpstream, { signal: AbortSignal.timeout(CHECK_TIMEOUT_MS) });
-      const body = await upstream.text();
-      res.writeHead(upstream.status, {
-        'content-type': upstream.headers.get('content-type') ?? 'text/plain; version=0.0.4',
-      });
-      res.end(body);
+      const scrape = await scrapes.get();
+      if (scrape.failure !== null) options.onError?.('metrics: the runtime did not answer', { error: scrape.failure });
+      if (scrape.body === null) {
+        // Nothing to fall back on yet (the runtime failed its first scrape): unavailable, not broken.
+        res.writeHead(503, { 'content-type': 'text/plain', 'retry-after': '5' });
+        res.end(`metrics not available yet: ${scrape.failure}\n`);
+        return;
+      }
+      res.writeHead(200, { 'content-type': scrape.contentType, [SCRAPE_AGE_HEADER]: String(scrape.ageSeconds) });
+      const separator = scrape.body === '' || scrape.body.endsWith('\n') ? '' : '\n';
+      res.end(scrape.body + separator + scrapeAgeLines(scrape.ageSeconds, scrape.failure));
       return;
     }
     default:
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /metrics, /healthz or /readyz\n');
   }
+}
+
+/** The header (and gauge) that say how old the served scrape is: 0 when fresh. */
+export const SCRAPE_AGE_HEADER = 'x-whalehunt-scrape-age-seconds';
+export const SCRAPE_AGE_METRIC = 'whalehunt_metrics_scrape_age_seconds';
+
+interface Scrape {
+  /** The exposition to serve: the fresh one, else the last one that came; null when none ever came. */
+  body: string | null;
+  contentType: string;
+  ageSeconds: number;
+  /** Why the runtime gave no fresh exposition, when it did not. */
+  failure: string | null;
+}
+
+/**
+ * Scrapes of the runtime's exporter, one at a time (scrapes that arrive while one is under way share it, so a slow
+ * runtime is not asked again and again), remembering the last that succeeded.
+ */
+class UpstreamScrapes {
+  #last: { body: string; contentType: string; atMs: number } | null = null;
+  #inFlight: Promise<Scrape> | null = null;
+
+  constructor(private readonly url: string) {}
+
+  get(): Promise<Scrape> {
+    this.#inFlight ??= this.#scrape().finally(() => {
+      this.#inFlight = null;
+    });
+    return this.#inFlight;
+  }
+
+  async #scrape(): Promise<Scrape> {
+    try {
+      const upstream = await fetch(this.url, { signal: AbortSignal.timeout(CHECK_TIMEOUT_MS) });
+      const body = await upstream.text();
+      if (!upstream.ok) throw new Error(`HTTP ${upstream.status}: ${body.slice(0, 200).trim()}`);
+      const contentType = upstream.headers.get('content-type') ?? 'text/plain; version=0.0.4';
+      this.#last = { body, contentType, atMs: Date.now() };
+      return { body, contentType, ageSeconds: 0, failure: null };
+    } catch (error) {
+      const failure = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+      const last = this.#last;
+      if (last === null) return { body: null, contentType: 'text/plain', ageSeconds: 0, failure };
+      const ageSeconds = Math.round((Date.now() - last.atMs) / 1000);
+      return { body: last.body, contentType: last.contentType, ageSeconds, failure };
+    }
+  }
+}
+
+/** The scrape's age as a gauge (a comment says why when it is an old one), appended to the exposition. */
+function scrapeAgeLines(ageSeconds: number, failure: string | null): string {
+  return [
+    ...(failure === null
+      ? []
+      : [`# the runtime did not answer (${failure.replace(/\s+/g, ' ')}): a scrape of ${ageSeconds} s ago`]),
+    `# HELP ${SCRAPE_AGE_METRIC} Age of the metrics served: 0 when fresh, else how old the last scrape served is.`,
+    `# TYPE ${SCRAPE_AGE_METRIC} gauge`,
+    `${SCRAPE_AGE_METRIC} ${ageSeconds}`,
+    '',
+  ].join('\n');
 }
 
 async function runChecks(

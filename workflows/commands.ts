@@ -18,7 +18,10 @@ function shellArg(value: string): string {
   return /^[\w@%+=:,./-]+$/.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
 }
 
-/** Every command ends with who decides and why (both land in the audit row); the shell fills in the user. */
+/**
+ * Every command ends with why; the audit row records it with who decided: the OS user running the command unless
+ * --actor names someone (no `--actor "$USER"`, which fails where USER is unset: cron, containers, CI).
+ */
 function command(name: string, consumerId: string, decision: string | null): string {
   return [
     CLI,
@@ -26,8 +29,6 @@ function command(name: string, consumerId: string, decision: string | null): str
     '--consumer',
     shellArg(consumerId),
     ...(decision === null ? [] : ['--decision', decision]),
-    '--actor',
-    '"$USER"',
     '--reason',
     '"<why>"',
   ].join(' ');

@@ -6,6 +6,7 @@ import {
   ActivityFailure,
   CancellationScope,
   condition,
+  isCancellation,
   log,
   patched,
   proxyActivities,
@@ -41,6 +42,16 @@ export const ESCALATION_PATCH = 'crash-takeover-and-fault-escalation';
  */
 export const LEASE_QUEUE_PATCH = 'lease-queue-server-takeover';
 
+/**
+ * Histories written before this change waited out a lost database on the growing timer; they replay that way. New
+ * executions ask the database every DATABASE_PROBE_EVERY_MS until it answers, and run again at once.
+ */
+export const DATABASE_PROBE_PATCH = 'wait-for-the-database';
+/** How often the wait for a lost database asks it; the next run starts within about this of its return. */
+export const DATABASE_PROBE_EVERY_MS = 1_000;
+/** One wait activity asks for at most this long; the workflow then starts another (a few history events each). */
+const DATABASE_PROBE_MAX_MS = 5 * 60_000;
+
 export interface StepContext {
   state: ConsumerState;
   inbox: ConsumerInbox;
@@ -57,6 +68,7 @@ export class ConsumerSteps {
   private readonly streaming: Activities;
   private readonly leases: Activities;
   private readonly decisions: Activities;
+  private readonly probes: Activities;
   /** The running lease's scope: a pause or a rebind cancels it. */
   private activityScope: CancellationScope | null = null;
   /** The server's retry-after of the last fault: the next backoff waits at least this long. */
@@ -69,6 +81,7 @@ export class ConsumerSteps {
     this.streaming = streamingActivities(context.tuning, context.leaseMs);
     this.leases = leaseActivities(context.tuning, context.leaseMs, leaseTaskQueue(workflowInfo().taskQueue));
     this.decisions = decisionActivities();
+    this.probes = probeActivities(context.tuning);
   }
 
   /** Stops the running lease, if any, at its next checkpoint boundary. */
@@ -128,6 +141,8 @@ export class ConsumerSteps {
       state.start = { mode: 'rebind', filter: state.pendingRebind.filter };
     }
     state.phase = state.runningPhase();
+    // Only this run's failure may send the next backoff to wait for the database.
+    state.awaitDatabase = false;
     this.publish();
     const scope = new CancellationScope();
     this.activityScope = scope;
@@ -191,8 +206,13 @@ export class ConsumerSteps {
 
   private handleRunFailure(error: unknown): void {
     const failure = classifyRunFailure(error);
-    if (failure.kind === 'cancelled') return; // cancelled before any outcome: nothing to adopt
     const { state } = this;
+    // However it ended, the run's counters join the totals: its failure carries them, a crash its last heartbeat.
+    state.endRun(
+      failure.kind === 'fault' ? failure.run : failure.kind === 'crash' ? failure.lastRun : null,
+      Date.now(),
+    );
+    if (failure.kind === 'cancelled') return; // cancelled before any outcome: nothing more to adopt
     if (failure.kind === 'stop') {
       this.stopFor(
         'paused',
@@ -208,7 +228,6 @@ export class ConsumerSteps {
     }
     if (failure.kind === 'crash') {
       // The worker died or vanished: not the stream's fault. The next run takes the lease over at once.
-      if (failure.lastCounters) state.addCrashedRunCounters(failure.lastCounters);
       state.noteError(`streaming run lost its worker (${failure.description}); the next run took over at once`);
       log.warn('streaming run timed out; taking over at once', { consumerId: state.consumerId });
       return;
@@ -226,13 +245,17 @@ export class ConsumerSteps {
     state.noteProgress();
     state.noteError(`${fault.type}: ${fault.message}`);
     if (fault.type === 'StorageFailure') {
-      // A database outage is waited out on the growing timer, never escalated to a stop: the next run resumes
-      // from the committed checkpoint once Postgres answers again.
+      // A database outage is waited out, never escalated to a stop: the next run resumes from the committed
+      // checkpoint once Postgres answers again. A lost database is asked until it answers (the run starts within a
+      // second of its return, whatever the outage's length); any other storage failure backs off on the timer.
       state.phase = 'backoff';
-      log.warn('database unavailable for the streaming run; backing off', {
-        consumerId: state.consumerId,
-        error: state.lastError,
-      });
+      state.awaitDatabase = fault.connectionLost;
+      log.warn(
+        fault.connectionLost
+          ? 'database lost by the streaming run; waiting until it answers'
+          : 'database failed the streaming run; backing off',
+        { consumerId: state.consumerId, error: state.lastError },
+      );
       return;
     }
     const count = state.countFault();
@@ -261,6 +284,10 @@ export class ConsumerSteps {
   }
 
   async backoff(): Promise<void> {
+    if (this.state.awaitDatabase && patched(DATABASE_PROBE_PATCH)) {
+      await this.awaitDatabase();
+      return;
+    }
     const delay = Math.max(this.nextBackoffDelay(), this.retryAfterMs);
     this.retryAfterMs = 0;
     this.publish();
@@ -268,6 +295,44 @@ export class ConsumerSteps {
     const before = this.inbox.wakeups;
     await condition(() => this.inbox.wakeups !== before, delay);
     if (this.state.phase === 'backoff') this.state.phase = this.state.runningPhase();
+  }
+
+  /**
+   * Asks the database every DATABASE_PROBE_EVERY_MS (after at least the first backoff delay) until it answers; a
+   * pause or a rebind ends the wait early. A wait that cannot run (no worker has the activity) falls back to the
+   * timer.
+   */
+  private async awaitDatabase(): Promise<void> {
+    const { state } = this;
+    this.publish();
+    const before = this.inbox.wakeups;
+    const scope = new CancellationScope();
+    let settled = false;
+    const waiting = scope
+      .run(() =>
+        this.probes.waitForDatabase({
+          minWaitMs: this.context.tuning.backoffInitialMs,
+          maxWaitMs: DATABASE_PROBE_MAX_MS,
+          pollMs: DATABASE_PROBE_EVERY_MS,
+        }),
+      )
+      .finally(() => {
+        settled = true;
+      });
+    await condition(() => settled || this.inbox.wakeups !== before);
+    if (!settled) scope.cancel();
+    let answered: boolean;
+    try {
+      answered = (await waiting).answered;
+    } catch (error) {
+      if (isCancellation(error)) return; // woken: the loop takes the pause or rebind, the wait resumes after it
+      log.warn('could not wait for the database; backing off on the timer', { error: errorMessage(error) });
+      await condition(() => this.inbox.wakeups !== before, this.nextBackoffDelay());
+      answered = true;
+    }
+    if (!answered) return; // still away: ask again
+    state.awaitDatabase = false;
+    if (state.phase === 'backoff') state.phase = state.runningPhase();
   }
 
   async waitForResume(): Promise<void> {
@@ -378,6 +443,15 @@ function leaseActivities(tuning: Required<ConsumerTuning>, leaseMs: number, task
     // No bound on attempts (none given): a crash is never counted or backed off (each retry follows its timeout at
     // once), and the retried attempt reports the takeover to the workflow itself (its first progress signal).
     retry: { initialInterval: 100, backoffCoefficient: 1 },
+  });
+}
+
+/** The wait for a lost database: heartbeats, so a worker lost meanwhile is noticed; one attempt after a few. */
+function probeActivities(tuning: Required<ConsumerTuning>): Activities {
+  return proxyActivities<Activities>({
+    startToCloseTimeout: DATABASE_PROBE_MAX_MS + 60_000,
+    heartbeatTimeout: tuning.heartbeatTimeoutMs,
+    retry: { initialInterval: 1_000, maximumAttempts: 3 },
   });
 }
 

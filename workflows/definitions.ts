@@ -6,14 +6,17 @@ import type { StreamFilter } from '../protocol/codec.js';
 import type {
   BindingDecision,
   CheckpointSummary,
+  CommittedTotals,
   DecisionAudit,
   GapDecision,
   QuarantineDecision,
+  RunReport,
   StartDirective,
   StreamCounters,
+  StreamProgressReport,
 } from '../activities/types.js';
 import { PROGRESS_SIGNAL_NAME } from '../activities/types.js';
-import type { AlertFigures, ProgressReading, ProgressReport, RateSample } from '../protocol/progress.js';
+import type { AlertFigures, ProgressReading, RateSample } from '../protocol/progress.js';
 
 export const TASK_QUEUE = 'whalehunt-consumer';
 
@@ -106,12 +109,16 @@ export interface ConsumerCarriedState {
   lastError: string | null;
   /** Workflow time of the last error (absent in states carried by older runs). */
   lastErrorAt?: string | null;
+  /** The ended runs' counters summed (a running run's are in `live`; see consumerTotals). */
   counters: StreamCounters;
+  /** Streaming runs that ended, however they ended. */
   runs: number;
   /** How the next session starts (an explicit start survives until its first commit). */
   start?: StartDirective;
   /** Consecutive backoff rounds, for the growing durable timer. */
   backoffRounds?: number;
+  /** The last run lost the database: the backoff waits until it answers rather than on a timer. */
+  awaitDatabase?: boolean;
   /** Failed runs since the committed position last moved forward (reset by progress and by a resume). */
   faultsWithoutProgress?: number;
   /** The committed position when the fault count was last reset: only a position beyond it is progress. */
@@ -120,8 +127,14 @@ export interface ConsumerCarriedState {
   progress?: ProgressReading | null;
   /** (time, position) samples of the last minute's readings: the rate shown (protocol/progress.ts RateWindow). */
   progressSamples?: RateSample[];
-  /** When the counters were last adopted (a lease's end). */
+  /** When `counters` last changed (a run's end). */
   countersAt?: string | null;
+  /** The running run's latest report (its progress signal), replaced by its final counters when it ends. */
+  live?: (RunReport & { at: string }) | null;
+  /** The highest lease epoch of a run that ended: a late report of it is never taken as live. */
+  endedEpoch?: number | null;
+  /** The database's version and totals as the runs last reported them, and when. */
+  database?: (CommittedTotals & { at: string }) | null;
   /** The consumer's whale alerts as the streaming run last reported them, and when (absent in older runs). */
   alerts?: (AlertFigures & { at: string }) | null;
 }
@@ -182,7 +195,7 @@ export const rebindUpdate = defineUpdate<ConsumerStatus, [RebindRequest]>('rebin
  * The streaming run's latest reading, at most every 20 s (activities/progress-reporter.ts), with its consumer's
  * alert figures: keeps Current Details and the status query live between leases.
  */
-export const PROGRESS_SIGNAL = defineSignal<[ProgressReport]>(PROGRESS_SIGNAL_NAME);
+export const PROGRESS_SIGNAL = defineSignal<[StreamProgressReport]>(PROGRESS_SIGNAL_NAME);
 
 export const rebindRejectedSignal = defineSignal<[RebindRejection]>('rebindRejected');
 

@@ -4,7 +4,7 @@
 // fault: counted while the committed position does not move forward, waited on with a growing backoff, and past
 // the bound the consumer stops with the fault named. Pure: no workflow APIs, so it is unit-tested directly.
 import { ActivityFailure, ApplicationFailure, CancelledFailure, TimeoutFailure } from '@temporalio/common';
-import { heartbeatCounters, type CheckpointSummary, type StreamCounters } from '../activities/types.js';
+import { asRunReport, type CheckpointSummary, type RunReport } from '../activities/types.js';
 
 export type RunFailure =
   | { kind: 'cancelled' }
@@ -12,8 +12,8 @@ export type RunFailure =
   | {
       kind: 'crash';
       description: string;
-      /** the lost run's counters as of its last heartbeat (none if it never heartbeated) */
-      lastCounters: StreamCounters | null;
+      /** the lost run's report as of its last heartbeat (none if it never heartbeated) */
+      lastRun: RunReport | null;
     }
   /** the operator must fix the cause before anything can run */
   | { kind: 'stop'; type: string; message: string }
@@ -26,6 +26,10 @@ export type RunFailure =
       committed: CheckpointSummary | null;
       /** the server asked to wait at least this long */
       retryAfterMs: number | null;
+      /** what the run did until it failed (none when it failed before its lease, or from an older worker) */
+      run: RunReport | null;
+      /** a StorageFailure because the database went away: wait until it answers again */
+      connectionLost: boolean;
     };
 
 /** Failure types that need an operator (the activity marks them non-retryable too). */
@@ -38,21 +42,14 @@ export function classifyRunFailure(error: unknown): RunFailure {
     return {
       kind: 'crash',
       description: `${(cause.timeoutType ?? 'unknown').toLowerCase()} timeout`,
-      lastCounters: heartbeatCounters(cause.lastHeartbeatDetails),
+      lastRun: asRunReport(cause.lastHeartbeatDetails),
     };
   }
   const message = cause instanceof Error ? cause.message : String(cause);
   if (cause instanceof ApplicationFailure) {
     const type = cause.type ?? 'ApplicationFailure';
     if (STOP_TYPES.includes(type)) return { kind: 'stop', type, message };
-    const details = transportDetails(cause.details?.[0]);
-    return {
-      kind: 'fault',
-      type,
-      message,
-      committed: details.committed,
-      retryAfterMs: details.retryAfterMs,
-    };
+    return { kind: 'fault', type, message, ...failureDetails(cause.details?.[0]) };
   }
   return {
     kind: 'fault',
@@ -60,17 +57,23 @@ export function classifyRunFailure(error: unknown): RunFailure {
     message,
     committed: null,
     retryAfterMs: null,
+    run: null,
+    connectionLost: false,
   };
 }
 
-interface TransportDetails {
-  committed: CheckpointSummary | null;
-  retryAfterMs: number | null;
-}
+type FailureDetails = Pick<
+  Extract<RunFailure, { kind: 'fault' }>,
+  'committed' | 'retryAfterMs' | 'run' | 'connectionLost'
+>;
 
-/** What the activity attaches to a transport failure (`{code, committed, retryAfterMs}`); anything else: none. */
-function transportDetails(value: unknown): TransportDetails {
-  if (typeof value !== 'object' || value === null) return { committed: null, retryAfterMs: null };
+/**
+ * What the activity attaches to a run's failure (`{code, committed, retryAfterMs, run, connectionLost}`, each part
+ * where it applies); anything else: none.
+ */
+function failureDetails(value: unknown): FailureDetails {
+  if (typeof value !== 'object' || value === null)
+    return { committed: null, retryAfterMs: null, run: null, connectionLost: false };
   const record = value as Record<string, unknown>;
   const committed = record.committed;
   return {
@@ -79,6 +82,8 @@ function transportDetails(value: unknown): TransportDetails {
         ? (committed as CheckpointSummary)
         : null,
     retryAfterMs: typeof record.retryAfterMs === 'number' ? record.retryAfterMs : null,
+    run: asRunReport(record.run),
+    connectionLost: record.connectionLost === true,
   };
 }
 

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import { filterHash } from '../../protocol/canonical.js';
 import { encodeServerFrame, PROTOCOL_NAME } from '../../protocol/codec.js';
+import { runReportOf } from '../../activities/consume-stream.js';
 import { DatabaseBehind, LeaseLost, StreamTransportError } from '../../activities/stream-errors.js';
 import type { ConsumeOutcome } from '../../activities/types.js';
 import { acquireLease, commitCheckpoints, loadCommitted } from '../../db/index.js';
@@ -66,6 +67,17 @@ describe('consumeStream end to end', () => {
     const last = run.heartbeats.at(-1)!;
     expect(last).toMatchObject({ position: s.journal.head, generation: 1 });
     expect(JSON.stringify(run.heartbeats)).not.toContain(API_KEY);
+    // The run's report: the database's own totals at its last commit, as the row counts them.
+    const row = await loadCommitted(db.pool, 'c-e2e');
+    const totals = { version: row!.version, ...row!.totals! };
+    expect(totals).toEqual({
+      version: state.checkpoint!.version,
+      checkpointsCommitted: state.checkpoint!.version,
+      eventsApplied: state.receipts.filter((r) => r.outcome === 'applied').length,
+    });
+    expect(outcome.totals).toEqual(totals);
+    expect(last.totals).toEqual(totals);
+    expect(outcome.leaseEpoch).toBe(row!.leaseEpoch);
   });
 
   it('resumes from the committed token after the socket drops mid-stream; effects once', async () => {
@@ -272,6 +284,11 @@ describe('consumeStream stops and failures', () => {
     const error = await run.consume({ mode: 'from_floor', filter: everything }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(StreamTransportError);
     expect(error).toMatchObject({ code: 'overloaded', retryAfterMs: 1234 });
+    // What the failed run did goes with its failure: one session, nothing committed.
+    expect(runReportOf(error)).toMatchObject({
+      counters: { sessions: 1, checkpointsCommitted: 0 },
+      totals: { version: 0 },
+    });
   });
 
   it('a lost lease (another attempt took it) throws LeaseLost and never ACKs that checkpoint', async () => {

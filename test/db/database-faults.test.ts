@@ -1,10 +1,24 @@
 // The database failing underneath the consumer: a consumer the workflow knows but the database does not (nothing
 // written), bounded lock waits and idle transactions (a frozen lock holder never blocks a takeover for long), and
-// a connection lost while a client is checked out (an 'error' event that must never end the process).
+// a connection lost while a client is checked out (an 'error' event that must never end the process), and one
+// report of an outage and of its end, whether a query in flight, an idle client or a refused connection saw it.
+import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { createActivities, type WaitForDatabaseInput } from '../../activities/index.js';
 import { DatabaseBehind } from '../../activities/stream-errors.js';
-import { acquireLease, createPool, SQLSTATE, StaleLeaseAttempt, StorageFailure } from '../../db/index.js';
+import { loadConfig } from '../../worker/config.js';
+import {
+  acquireLease,
+  createPool,
+  isConnectionLoss,
+  SQLSTATE,
+  StaleLeaseAttempt,
+  StorageFailure,
+} from '../../db/index.js';
 import { lockCheckpoint } from '../../db/state.js';
+import { inTransaction } from '../../db/transaction.js';
+import { freePort } from '../../scripts/free-port.js';
 import type { SessionBounds } from '../../db/session-settings.js';
 import { useTestDatabase } from '../support/db.js';
 import { useResources } from '../support/leaks.js';
@@ -149,6 +163,122 @@ describe('bounded waits on the checkpoint lock', () => {
       for (const client of clients) client.release(new Error('connection lost'));
       expect(lost).toHaveLength(1);
       expect((await pool.query<{ one: number }>('SELECT 1 AS one')).rows[0]!.one).toBe(1);
+    } finally {
+      await pool.end();
+    }
+  });
+});
+
+describe('one report per outage, wherever it is seen first', () => {
+  const terminateSleeper = async (): Promise<void> => {
+    // The backend running pg_sleep, as a restart or a crash of the server would end it.
+    await retryUntil(async () => {
+      const { rowCount } = await db.pool.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(30)%' AND pid <> pg_backend_pid()",
+      );
+      if (!rowCount) throw new Error('no sleeper yet');
+    }, 5_000);
+  };
+
+  it.each([
+    ['pool.query (the one-statement commit)', (pool: pg.Pool) => pool.query('SELECT pg_sleep(30)')],
+    [
+      'a transaction (the exact commit path)',
+      (pool: pg.Pool) => inTransaction(pool, 'test', 'c', (client) => client.query('SELECT pg_sleep(30)')),
+    ],
+  ])('a connection lost under a query in flight through %s is reported once, and its return once', async (_, run) => {
+    const lost: Error[] = [];
+    const restored: number[] = [];
+    const pool = createPool(db.url, {
+      max: 2,
+      onConnectionLost: (error) => lost.push(error),
+      onConnectionRestored: (downMs) => restored.push(downMs),
+    });
+    try {
+      const inFlight = run(pool).catch((e: unknown) => e);
+      await terminateSleeper();
+      const failure = await inFlight;
+      expect(failure).toBeInstanceOf(Error);
+      expect(isConnectionLoss(failure instanceof StorageFailure ? failure.cause : failure)).toBe(true);
+      expect(lost).toHaveLength(1);
+      expect(restored).toEqual([]);
+      // The next connection is the database back: told once, with how long it was away.
+      await pool.query('SELECT 1');
+      await pool.query('SELECT 1');
+      expect(lost).toHaveLength(1);
+      expect(restored).toHaveLength(1);
+      expect(restored[0]).toBeGreaterThanOrEqual(0);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('a database that refuses connections is reported lost once however many checkouts fail', async () => {
+    const lost: Error[] = [];
+    // A loopback port nothing listens on: every connection is refused, as while Postgres is down.
+    const port = await freePort();
+    const pool = createPool(`postgres://postgres@127.0.0.1:${port}/nowhere`, {
+      onConnectionLost: (error) => lost.push(error),
+    });
+    try {
+      for (let i = 0; i < 3; i++) {
+        const error = await pool.query('SELECT 1').catch((e: unknown) => e);
+        expect(isConnectionLoss(error)).toBe(true);
+      }
+      expect(await pool.connect().catch((e: unknown) => e)).toBeInstanceOf(Error);
+      expect(lost).toHaveLength(1);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('a failed statement on a live connection is no outage', async () => {
+    const lost: Error[] = [];
+    const pool = createPool(db.url, { max: 1, onConnectionLost: (error) => lost.push(error) });
+    try {
+      await expect(pool.query('SELECT 1/0')).rejects.toThrow(/division by zero/);
+      await expect(
+        inTransaction(pool, 'test', 'c', (client) => client.query("SELECT 'x'::int")),
+      ).rejects.toBeInstanceOf(StorageFailure);
+      expect(lost).toEqual([]);
+    } finally {
+      await pool.end();
+    }
+  });
+});
+
+type Waited = { answered: boolean; waitedMs: number };
+
+describe('waiting for a lost database (the workflow between two runs)', () => {
+  const waitFor = (pool: pg.Pool) => {
+    const config = loadConfig({ DATABASE_URL: db.url, WHALEHUNT_URL: 'ws://127.0.0.1:9', WHALEHUNT_API_KEY: 'k' });
+    const quiet = () => undefined;
+    const { waitForDatabase } = createActivities({ pool, config, log: { info: quiet, warn: quiet, error: quiet } });
+    return (input: WaitForDatabaseInput) => waitForDatabase(input);
+  };
+
+  it('answers once the database does, not before the minimum wait, asking at the poll interval', async () => {
+    const heartbeats: unknown[] = [];
+    const env = new MockActivityEnvironment();
+    env.on('heartbeat', (details: unknown) => heartbeats.push(details));
+    const started = Date.now();
+    const result: Waited = await env.run(waitFor(db.pool), { minWaitMs: 300, maxWaitMs: 10_000, pollMs: 100 });
+    expect(result.answered).toBe(true);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(300);
+    expect(result.waitedMs).toBeLessThan(2_000);
+    expect(heartbeats.length).toBeGreaterThanOrEqual(1);
+  });
+
+  it('a database that refuses every connection is asked until the maximum wait, heartbeating each time', async () => {
+    const heartbeats: unknown[] = [];
+    const pool = createPool(`postgres://postgres@127.0.0.1:${await freePort()}/nowhere`);
+    try {
+      const env = new MockActivityEnvironment();
+      env.on('heartbeat', (details: unknown) => heartbeats.push(details));
+      const result: Waited = await env.run(waitFor(pool), { minWaitMs: 0, maxWaitMs: 600, pollMs: 100 });
+      expect(result).toMatchObject({ answered: false });
+      expect(result.waitedMs).toBeGreaterThanOrEqual(600);
+      expect(heartbeats.length).toBeGreaterThanOrEqual(4);
     } finally {
       await pool.end();
     }

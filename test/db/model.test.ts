@@ -9,6 +9,7 @@ import {
   acquireLease,
   commitCheckpoint,
   commitCheckpoints,
+  loadCommitted,
   recordGapDecision,
   RecentExecutions,
   StorageFailure,
@@ -177,6 +178,7 @@ describe('commit path against the reference fold', () => {
           let saved: number | null = null; // the committed position, as the database has it
           let mode: StartMode = 'from_floor'; // explicit first start; later checkpoints of the session resume
           let replayFrom: number | null = null;
+          let decisions = 0; // each moves the version without committing a checkpoint
 
           const planUpTo = (stepBy: number) => {
             const from = replayFrom ?? saved ?? 0;
@@ -293,6 +295,7 @@ describe('commit path against the reference fold', () => {
                   reason: 'replay',
                 });
                 fence = { leaseEpoch: decided.leaseEpoch, version: decided.version };
+                decisions += 1;
                 mode = 'from_floor';
                 replayFrom = Math.max(0, saved - action.back);
                 await commit(action.step);
@@ -315,6 +318,11 @@ describe('commit path against the reference fold', () => {
             (r) => compareDecimal(parseDecimal(r.notional), parseDecimal(WHALE_MIN)) >= 0,
           );
           expect(state.outbox).toEqual(alerts.map((r) => `whale_alert:${r.eventId}`).sort());
+          // The row's totals are the database's own: one per applied receipt, one per commit that moved the version.
+          expect((await loadCommitted(db.pool, consumerId))?.totals).toEqual({
+            eventsApplied: state.receipts.filter((r) => r.outcome === 'applied').length,
+            checkpointsCommitted: state.checkpoint!.version - decisions,
+          });
         },
       ),
       { numRuns: 40 },

@@ -1,6 +1,7 @@
 // The METRICS_PORT endpoint's health and readiness, with real Postgres: /readyz is 503 naming the failed check
 // while the database is unreachable or the worker is not polling, 200 when all pass; /metrics forwards Core's
-// exposition after refreshing the database gauges from the outbox and quarantine tables.
+// exposition after refreshing the database gauges from the outbox and quarantine tables, and serves the last one
+// with its age when the runtime is slow or fails.
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { noopMetricMeter } from '@temporalio/common';
@@ -8,7 +9,10 @@ import type pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createPool } from '../../db/index.js';
 import { useTestDatabase } from '../support/db.js';
+import { freePort } from '../../scripts/free-port.js';
 import {
+  SCRAPE_AGE_HEADER,
+  SCRAPE_AGE_METRIC,
   sampleStore,
   startTelemetryServer,
   startWorkerTelemetry,
@@ -97,9 +101,85 @@ describe('the telemetry endpoint', () => {
     closers.push(() => server.close());
     const res = await fetch(`${server.url}/metrics`);
     expect(res.status).toBe(200);
-    expect(await res.text()).toBe('# TYPE up gauge\nup 1\n');
+    expect(res.headers.get(SCRAPE_AGE_HEADER)).toBe('0');
+    expect(await res.text()).toBe(
+      '# TYPE up gauge\nup 1\n' +
+        `# HELP ${SCRAPE_AGE_METRIC} Age of the metrics served: 0 when fresh, else how old the last scrape served is.\n` +
+        `# TYPE ${SCRAPE_AGE_METRIC} gauge\n${SCRAPE_AGE_METRIC} 0\n`,
+    );
     expect(errors).toEqual(['metrics: database gauges not refreshed']);
     expect((await fetch(`${server.url}/other`)).status).toBe(404);
+  });
+
+  it('never answers 500: a slow or failing runtime gets the last scrape served with its age, then fresh ones again', async () => {
+    // The runtime's exporter: answers, then hangs past the bound (a loaded process), then fails, then recovers.
+    let mode: 'answer' | 'hang' | 'fail' = 'answer';
+    let scrapes = 0;
+    const exporter = createServer((_req, res) => {
+      scrapes += 1;
+      if (mode === 'hang') return; // never answers: the scrape's bound ends it
+      if (mode === 'fail') return res.writeHead(500).end('exporter broke');
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(`up ${scrapes}\n`);
+    });
+    await new Promise<void>((r) => exporter.listen(0, '127.0.0.1', r));
+    closers.push(
+      () =>
+        new Promise((r) => {
+          exporter.closeAllConnections();
+          exporter.close(() => r());
+        }),
+    );
+    const errors: unknown[] = [];
+    const server = await startTelemetryServer({
+      host: '127.0.0.1',
+      port: 0,
+      metricsUpstream: `http://127.0.0.1:${(exporter.address() as AddressInfo).port}/metrics`,
+      readiness: () => ({}),
+      onError: (message, fields) => errors.push({ message, ...fields }),
+    });
+    closers.push(() => server.close());
+    const scrape = async () => {
+      const res = await fetch(`${server.url}/metrics`);
+      return { status: res.status, age: Number(res.headers.get(SCRAPE_AGE_HEADER)), body: await res.text() };
+    };
+
+    const fresh = await scrape();
+    expect(fresh).toMatchObject({ status: 200, age: 0 });
+    expect(fresh.body).toMatch(/^up 1\n/);
+
+    mode = 'hang';
+    // Two scrapes at once while the runtime hangs: one question to it, both get the last scrape.
+    const [stale, alsoStale] = await Promise.all([scrape(), scrape()]);
+    expect(scrapes).toBe(2);
+    for (const served of [stale, alsoStale]) {
+      expect(served.status).toBe(200);
+      expect(served.body).toMatch(/^up 1\n# the runtime did not answer \(TimeoutError: .*\): a scrape of \d+ s ago\n/);
+      expect(served.body).toContain(`${SCRAPE_AGE_METRIC} ${served.age}\n`);
+      expect(served.age).toBeGreaterThanOrEqual(2);
+    }
+    mode = 'fail';
+    const failed = await scrape();
+    expect(failed.status).toBe(200);
+    expect(failed.body).toMatch(/^up 1\n# the runtime did not answer \(Error: HTTP 500: exporter broke\)/);
+    expect(errors).toContainEqual(expect.objectContaining({ message: 'metrics: the runtime did not answer' }));
+
+    mode = 'answer';
+    const recovered = await scrape();
+    expect(recovered).toMatchObject({ status: 200, age: 0 });
+    expect(recovered.body).toMatch(/^up 4\n/);
+  });
+
+  it('a runtime that never answered leaves nothing to serve: 503, not 500', async () => {
+    const server = await startTelemetryServer({
+      host: '127.0.0.1',
+      port: 0,
+      metricsUpstream: `http://127.0.0.1:${await freePort()}/metrics`,
+      readiness: () => ({}),
+    });
+    closers.push(() => server.close());
+    const res = await fetch(`${server.url}/metrics`);
+    expect(res.status).toBe(503);
+    expect(await res.text()).toMatch(/^metrics not available yet: /);
   });
 
   it('samples outbox and held quarantine counts from the database', async () => {

@@ -1,10 +1,15 @@
 // What an operator sees is true (issue 9 §3): while a lease streams, the workflow's Current Details (the Temporal
 // UI) refreshes within 30 s with the live position, not only when the lease ends; lag is head − committed position
-// in Current Details and in `status`; paused, both show the same reading with its time, and a rate of 0. The
-// consumer's whale alerts (pending, dead, the oldest pending one's age) ride on the same progress report.
+// in Current Details and in `status`; paused, both show the same reading with its time, and a rate of 0. The last
+// commit, the version and the totals refresh with the same reading (issue 19): each held against the database
+// during the lease and once paused. The consumer's whale alerts (pending, dead, the oldest pending one's age) ride
+// on the same progress report.
 import { describe, expect, it } from 'vitest';
 import type { ActivityDeps } from '../../activities/index.js';
+import { PROGRESS_REPORT_EVERY_MS } from '../../activities/progress-reporter.js';
 import type { ConsumerReport } from '../../cli/consumers.js';
+import { loadCommitted } from '../../db/index.js';
+import type { ConsumerTotals } from '../../workflows/consumer-state.js';
 import { streamHeartbeat } from '../../cli/consumers.js';
 import { statusQuery } from '../../workflows/definitions.js';
 import { runCli } from '../support/cli.js';
@@ -26,6 +31,9 @@ interface Figures {
 
 type Store = NonNullable<ActivityDeps['store']>;
 
+/** What `status --json` prints: the report and the totals. */
+type StatusJson = ConsumerReport & { totals: ConsumerTotals };
+
 const count = (text: string): number => Number(text.replace(/,/g, ''));
 
 async function currentDetails(handle: ConsumerHandle): Promise<string> {
@@ -38,6 +46,29 @@ function detailsFigures(details: string): Figures | null {
   const rate = /\| rate \| ([\d.,]+) pos\/s over the last minute/.exec(details);
   if (!row || !rate) return null;
   return { position: count(row[1]!), head: count(row[2]!), lag: count(row[3]!), rate: rate[1]!, asOf: row[4]! };
+}
+
+/** Current Details' last commit (its time of day), version and database totals. */
+function detailsCommits(details: string): { lastCommit: string; version: number; checkpoints: number; events: number } {
+  const commit = /\| last commit \| (\S+ UTC), version ([\d,]+);/.exec(details);
+  const totals = /\| totals \| ([\d,]+) checkpoints, ([\d,]+) events,/.exec(details);
+  if (!commit || !totals) throw new Error(`no last commit or totals row in Current Details:\n${details}`);
+  return {
+    lastCommit: commit[1]!,
+    version: count(commit[2]!),
+    checkpoints: count(totals[1]!),
+    events: count(totals[2]!),
+  };
+}
+
+/** Seconds from one "hh:mm:ss UTC" to a later one (within a day). */
+function secondsBetween(from: string, to: string): number {
+  const seconds = (t: string) =>
+    t
+      .slice(0, 8)
+      .split(':')
+      .reduce((sum, part) => sum * 60 + Number(part), 0);
+  return (seconds(to) - seconds(from) + 86_400) % 86_400;
 }
 
 function statusFigures(text: string): Figures {
@@ -84,6 +115,14 @@ describe('consumer progress as the Temporal UI and `status` show it', () => {
           );
         // One lease for the whole test: any refresh of Current Details comes from the streaming run's signals.
         const handle = await startConsumer({ consumerId, leaseMs: 600_000 });
+        const appliedUpTo = async (position: number): Promise<number> => {
+          const { rows } = await db.pool.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM event_receipts
+              WHERE consumer_id = $1 AND outcome = 'applied' AND position <= $2`,
+            [consumerId, position],
+          );
+          return rows[0]!.n;
+        };
         await within(
           server.waitForAck((a) => a.consumerId === consumerId && a.position >= 2),
           60_000,
@@ -110,9 +149,28 @@ describe('consumer progress as the Temporal UI and `status` show it', () => {
           expect(live.lag).toBe(live.head - live.position);
           expect(live.lag).toBeGreaterThan(0);
         }
+        // The last commit, the version and the totals refreshed with the same reading: a commit within the progress
+        // interval before it, and exactly what the database held at its position (no decision moved the version;
+        // every event of this journal applies, one per position).
+        const refreshed = await currentDetails(handle);
+        const reading = detailsFigures(refreshed)!;
+        const commits = detailsCommits(refreshed);
+        expect(secondsBetween(commits.lastCommit, reading.asOf)).toBeLessThanOrEqual(PROGRESS_REPORT_EVERY_MS / 1000);
+        expect(commits.checkpoints).toBe(commits.version);
+        expect(commits.events).toBe(await appliedUpTo(reading.position));
+        expect(commits.events).toBe(reading.position);
+        expect(commits.version).toBeLessThanOrEqual((await loadCommitted(db.pool, consumerId))!.version);
 
         const streaming = statusFigures((await run('status', '--consumer', consumerId)).stdout);
         expect(streaming.lag).toBe(streaming.head - streaming.position);
+        // `status --json` mid-lease: its totals are the database's, read with its version and position.
+        const midLease = JSON.parse((await run('status', '--consumer', consumerId, '--json')).stdout) as StatusJson;
+        const savedThen = midLease.database!.state;
+        expect(midLease.totals).toMatchObject({
+          version: savedThen.version,
+          checkpointsCommitted: savedThen.version,
+          eventsApplied: savedThen.position,
+        });
         const heartbeat = streamHeartbeat(await handle.describe());
         expect(heartbeat?.headPosition).toBeGreaterThanOrEqual(heartbeat?.position ?? 0);
 
@@ -134,8 +192,22 @@ describe('consumer progress as the Temporal UI and `status` show it', () => {
         expect(details).toEqual(paused);
         expect(paused).toMatchObject({ position: total, head: total, lag: 0, rate: '0.0' });
         expect(text.stdout).toContain("(the workflow's last reading");
-        const report = JSON.parse((await run('status', '--consumer', consumerId, '--json')).stdout) as ConsumerReport;
+        const report = JSON.parse((await run('status', '--consumer', consumerId, '--json')).stdout) as StatusJson;
         expect(report.status?.progress).toMatchObject({ position: total, head: total });
+        // Stopped, Current Details and `status --json` hold the database's version and applied events exactly.
+        const saved = (await loadCommitted(db.pool, consumerId))!;
+        const applied = await appliedUpTo(total);
+        expect(applied).toBe(total);
+        expect(report.totals).toMatchObject({
+          version: saved.version,
+          checkpointsCommitted: saved.version,
+          eventsApplied: applied,
+        });
+        expect(detailsCommits(await currentDetails(handle))).toMatchObject({
+          version: saved.version,
+          checkpoints: saved.version,
+          events: applied,
+        });
       },
     );
   });

@@ -1,20 +1,40 @@
-// The real worker process against a failing database. (1) A Postgres of the test's own restarted mid-stream,
-// once kept down longer than the heartbeat timeout: the worker stays up, logs each outage once, resumes, and
-// the database ends equal to a plain fold of the journal; no ACK ever precedes its commit. (2) A worker frozen
-// (SIGSTOP) inside a commit, holding the checkpoint row lock: the server ends its session, the next attempt on a
-// live worker leases within the lock timeout + 3 s of starting, and the woken zombie neither commits nor ACKs.
+// The real worker process against a failing database. (1) A Postgres of the test's own stopped mid-stream for 5 s,
+// 30 s and 90 s: each time the consumer commits again within 5 s of Postgres accepting connections, the worker
+// stays up and logs one "lost" and one "restored" line per outage, no ACK precedes its commit; then a protocol
+// violation on every session and a kill -9 of the worker: the database ends equal to a plain fold of the journal,
+// and `status --json` and Current Details count exactly its committed checkpoints and applied events. (2) A worker
+// frozen (SIGSTOP) inside a commit, holding the checkpoint row lock: the server ends its session, the next attempt
+// on a live worker leases within the lock timeout + 3 s of starting, and the woken zombie neither commits nor ACKs.
 import { randomUUID } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
+import type { WorkflowHandle } from '@temporalio/client';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { createPool, loadCommitted } from '../../db/index.js';
 import { Journal } from '../../simulator/journal.js';
 import { ReferenceStreamServer } from '../../simulator/server.js';
 import type { consumerWorkflow } from '../../workflows/index.js';
-import { consumerIdSearchAttribute, consumerWorkflowId, phaseSearchAttribute } from '../../workflows/definitions.js';
-import { foldExecutions, savedEffects } from '../db/consume-stream-support.js';
+import type { ConsumerTotals } from '../../workflows/consumer-state.js';
+import {
+  consumerIdSearchAttribute,
+  consumerWorkflowId,
+  phaseSearchAttribute,
+  statusQuery,
+} from '../../workflows/definitions.js';
+import { allEvents, foldExecutions, savedEffects } from '../db/consume-stream-support.js';
+import { appliedEvents } from '../db/reference-fold.js';
+import { runCli } from '../support/cli.js';
 import { useTestDatabase } from '../support/db.js';
 import { stopChildProcess, useResources, type Resources } from '../support/leaks.js';
 import { startRestartablePostgres } from '../support/restartable-postgres.js';
-import { createTestClient, sharedWorkflowBundlePath, uniqueTaskQueue, waitFor } from '../support/temporal.js';
+import {
+  createTestClient,
+  sharedWorkflowBundlePath,
+  temporalTarget,
+  uniqueTaskQueue,
+  waitFor,
+  waitForQuery,
+} from '../support/temporal.js';
 import { logLinesWith, nonJsonLines, spawnWorker, type WorkerProcess } from '../support/worker-process.js';
 import { testWorkerEnv } from './consumer-harness.js';
 
@@ -29,6 +49,36 @@ const BOUNDS_ENV = {
 };
 const LOCK_TIMEOUT_MS = Number(BOUNDS_ENV.DB_LOCK_TIMEOUT_MS);
 const CONNECTION_LOST = 'database connection lost; runs retry from the committed checkpoint until it is back';
+const CONNECTION_RESTORED = 'database connection restored';
+
+/** Whether Postgres accepts a connection now (what pg_isready asks). */
+async function accepts(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1_000 });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+async function currentDetails(handle: WorkflowHandle): Promise<string> {
+  const metadata = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+  return metadata.currentDetails ?? '';
+}
+
+const count = (text: string): number => Number(text.replace(/,/g, ''));
+
+/** Current Details' version (last commit row) and database totals (totals row). */
+function detailsTotals(details: string): { version: number; checkpoints: number; events: number } | null {
+  const commit = /\| last commit \| [^|]*, version ([\d,]+);/.exec(details);
+  const totals = /\| totals \| ([\d,]+) checkpoints, ([\d,]+) events,/.exec(details);
+  if (!commit || !totals) return null;
+  return { version: count(commit[1]!), checkpoints: count(totals[1]!), events: count(totals[2]!) };
+}
 
 async function startStack(res: Resources, journal: Journal, databaseUrl: string) {
   const server = res.track(
@@ -47,7 +97,8 @@ async function startStack(res: Resources, journal: Journal, databaseUrl: string)
   const startConsumer = (consumerId: string, leaseMs: number) =>
     testClient.client.workflow.start<typeof consumerWorkflow>('consumerWorkflow', {
       taskQueue,
-      workflowId: consumerWorkflowId(`${consumerId}-${randomUUID()}`),
+      // The consumer's own workflow id: `status --consumer` finds it by that.
+      workflowId: consumerWorkflowId(consumerId),
       args: [
         {
           consumerId,
@@ -68,7 +119,7 @@ async function startStack(res: Resources, journal: Journal, databaseUrl: string)
         { key: phaseSearchAttribute, value: 'streaming' },
       ],
     });
-  return { server, testClient, env, startConsumer };
+  return { server, testClient, env, taskQueue, startConsumer };
 }
 
 function spawnTracked(res: Resources, env: Record<string, string>, label: string): WorkerProcess {
@@ -84,51 +135,91 @@ function maxAckedPosition(server: ReferenceStreamServer, consumerId: string): nu
 describe('the worker process against a failing database', () => {
   const res = useResources();
 
-  it('survives Postgres restarts mid-stream (one longer than the heartbeat timeout) and ends equal to the fold', async () => {
+  it("back within 5 s of each Postgres outage (5 s, 30 s, 90 s), one lost and one restored line each; after them, a recurring protocol violation and a kill -9, the totals are the database's", async () => {
     const postgres = res.track(await startRestartablePostgres(), (p) => p.close(), 'restartable postgres');
     const pool = res.track(createPool(postgres.url, { max: 2 }), (p) => p.end(), 'test pool');
-    const consumerId = 'restarts';
+    const consumerId = 'outages';
     const journal = Journal.generate({ seed: 808, transitions: 40 });
     const stack = await startStack(res, journal, postgres.url);
-    const worker = spawnTracked(res, stack.env, 'worker process');
+    const env = { ...stack.env, RECONNECT_MAX_ATTEMPTS: '2' };
+    let worker = spawnTracked(res, env, 'worker process');
     const handle = await stack.startConsumer(consumerId, 3_000);
     journal.startLiveAppends(10);
 
-    const committedPosition = async () => (await loadCommitted(pool, consumerId))?.position ?? 0;
-    const restarts = [{ longerThanHeartbeat: false }, { longerThanHeartbeat: true }, { longerThanHeartbeat: false }];
-    let lastPosition = 0;
-    for (const { longerThanHeartbeat } of restarts) {
-      // Mid-stream: the consumer has committed since the last restart.
-      lastPosition = await waitFor(
-        async () => ((await committedPosition()) > lastPosition ? committedPosition() : false),
-        {
-          description: `a commit past ${lastPosition}`,
-          timeoutMs: 90_000,
-        },
-      );
+    const committed = async () => (await loadCommitted(pool, consumerId)) ?? { position: 0, version: 0 };
+    const outages: { downMs: number; stoppingAt: number; startedAt: number }[] = [];
+    for (const downMs of [5_000, 30_000, 90_000]) {
+      // Mid-stream: the consumer has committed since the last outage.
+      const before = (await committed()).version;
+      await waitFor(async () => (await committed()).version > before, {
+        description: `a commit past version ${before}`,
+        timeoutMs: 60_000,
+      });
+      const stoppingAt = Date.now();
       await postgres.stop();
-      const stoppedAt = Date.now();
-      if (longerThanHeartbeat) {
-        // Streaming runs scheduled so far: the workflow starts each retry as a new run (one attempt each).
-        const scheduledRuns = async () =>
-          (await handle.fetchHistory()).events?.filter((event) => event.activityTaskScheduledEventAttributes).length ??
-          0;
-        const runsAtStop = await scheduledRuns();
-        // Down past a heartbeat timeout, and until the workflow has retried the run against the missing database.
-        await waitFor(
-          async () => Date.now() - stoppedAt > HEARTBEAT_TIMEOUT_MS + 1_000 && (await scheduledRuns()) > runsAtStop + 1,
-          { description: 'retried runs while the database is down', timeoutMs: 60_000 },
-        );
-      }
+      // The outage's length is what is tested, not a wait for something to happen.
+      await delay(downMs);
       // Every ACK the server saw was committed first: the database, back, holds at least that position.
       const acked = maxAckedPosition(stack.server, consumerId);
+      const startedAt = Date.now();
       await postgres.start();
-      expect(await committedPosition()).toBeGreaterThanOrEqual(acked);
+      // pg_isready's question: does it accept a connection? Then the first commit of the consumer after that.
+      const acceptingAt = await waitFor(() => accepts(postgres.url).then((ok) => ok && Date.now()), {
+        description: 'Postgres to accept connections',
+        timeoutMs: 30_000,
+        intervalMs: 50,
+      });
+      const back = await committed();
+      expect(back.position).toBeGreaterThanOrEqual(acked);
+      const firstCommitAt = await waitFor(async () => (await committed()).version > back.version && Date.now(), {
+        description: `the first commit after the ${downMs / 1000} s outage`,
+        timeoutMs: 30_000,
+        intervalMs: 50,
+      });
+      console.info(
+        `outage of ${downMs / 1000} s: first commit ${firstCommitAt - acceptingAt} ms after Postgres accepted`,
+      );
+      expect(firstCommitAt - acceptingAt).toBeLessThanOrEqual(5_000);
       expect(worker.child.exitCode).toBeNull();
+      outages.push({ downMs, stoppingAt, startedAt });
     }
+
+    // One line when the database was lost (seen by whatever touched it first, a commit in flight included) and one
+    // when it was back, per outage, each inside its outage.
+    const lost = logLinesWith(worker, CONNECTION_LOST).map((l) => Date.parse(String(l.time)));
+    const restored = logLinesWith(worker, CONNECTION_RESTORED);
+    expect(lost).toHaveLength(outages.length);
+    expect(restored).toHaveLength(outages.length);
+    for (const [i, outage] of outages.entries()) {
+      expect(lost[i]).toBeGreaterThanOrEqual(outage.stoppingAt);
+      expect(lost[i]).toBeLessThanOrEqual(outage.startedAt);
+      expect(Date.parse(String(restored[i]!.time))).toBeGreaterThanOrEqual(outage.startedAt);
+      expect(restored[i]!.downMs).toBeGreaterThanOrEqual(outage.downMs - 1_000);
+    }
+
+    // A protocol violation on every session: runs fail and back off; their sessions count all the same.
+    const faultsBefore = (await handle.query(statusQuery)).faultsWithoutProgress ?? 0;
+    stack.server.faults.frameSequence = { mode: 'skip', atFrame: 4, everySession: true };
+    await waitForQuery(handle, statusQuery, (s) => (s.faultsWithoutProgress ?? 0) >= faultsBefore + 2, {
+      description: 'two runs failed by the protocol violation',
+      timeoutMs: 60_000,
+    });
+    stack.server.faults.frameSequence = undefined;
+
+    // kill -9 mid-stream; a fresh worker takes over after the heartbeat timeout.
+    const beforeKill = (await committed()).version;
+    await waitFor(async () => (await committed()).version > beforeKill, {
+      description: 'a commit after the protocol violation',
+      timeoutMs: 60_000,
+    });
+    const sessionsBeforeKill = stack.server.connections.filter((c) => c.consumerId === consumerId).length;
+    worker.child.kill('SIGKILL');
+    await worker.exited;
+    await res.close(worker.child);
+    worker = spawnTracked(res, env, 'worker process (after the kill)');
     journal.stopLiveAppends();
 
-    await waitFor(async () => (await committedPosition()) === journal.head, {
+    await waitFor(async () => (await committed()).position === journal.head, {
       description: `the consumer to commit the head ${journal.head}`,
       timeoutMs: 90_000,
     });
@@ -137,16 +228,39 @@ describe('the worker process against a failing database', () => {
     expect(saved.receiptIds).toHaveLength(new Set(saved.receiptIds).size);
     expect(maxAckedPosition(stack.server, consumerId)).toBeLessThanOrEqual(journal.head);
 
-    // The worker stayed up all along; one clear line per outage; nothing but JSON lines; no raw stack.
-    expect(worker.child.exitCode).toBeNull();
-    // (An outage that finds no connection open, e.g. between two attempts, has nothing to lose: the attempt's
-    // failure to connect is what gets reported then.)
-    const lostLines = logLinesWith(worker, CONNECTION_LOST).length;
-    expect(lostLines).toBeGreaterThanOrEqual(1);
-    expect(lostLines).toBeLessThanOrEqual(restarts.length);
-    expect(nonJsonLines(worker)).toEqual([]);
-    expect(worker.stderr.filter((l) => /Unhandled|error event/i.test(l))).toEqual([]);
+    // The database's committed checkpoints (no decision moved the version) and applied events (one receipt each):
+    // `status --json` and Current Details say the same, whatever ended the runs that did them.
+    const applied = appliedEvents(allEvents(journal)).length;
+    const version = (await committed()).version;
+    expect(saved.state.receipts.filter((r) => r.outcome === 'applied')).toHaveLength(applied);
+    const cli = {
+      TEMPORAL_ADDRESS: temporalTarget().address,
+      TEMPORAL_NAMESPACE: temporalTarget().namespace,
+      TASK_QUEUE: stack.taskQueue,
+      DATABASE_URL: postgres.url,
+    };
+    const status = await runCli(cli, 'status', '--consumer', consumerId, '--json');
+    expect(status, status.stderr).toMatchObject({ code: 0 });
+    const report = JSON.parse(status.stdout) as { totals: ConsumerTotals; database: { state: { version: number } } };
+    expect(report.totals).toMatchObject({ checkpointsCommitted: version, eventsApplied: applied, version });
+    // The faulted runs' sessions were counted (a kill -9 loses at most its run's last unreported session).
+    expect(report.totals.sessions, status.stdout).toBeGreaterThanOrEqual(sessionsBeforeKill - 1);
+    expect(report.totals.sessions).toBeLessThanOrEqual(
+      stack.server.connections.filter((c) => c.consumerId === consumerId).length,
+    );
+    // The workflow itself (Current Details, the status query) has the same figures once a run reported them.
+    await waitFor(
+      async () => {
+        const totals = detailsTotals(await currentDetails(handle));
+        return (
+          totals !== null && totals.checkpoints === version && totals.events === applied && totals.version === version
+        );
+      },
+      { description: "Current Details with the database's totals", timeoutMs: 30_000, intervalMs: 250 },
+    );
 
+    expect(worker.child.exitCode).toBeNull();
+    expect(nonJsonLines(worker)).toEqual([]);
     await handle.terminate('test finished');
     worker.child.kill('SIGTERM');
     expect(await worker.exited).toEqual({ code: 0, signal: null });
@@ -155,7 +269,7 @@ describe('the worker process against a failing database', () => {
     await res.close(stack.server);
     await res.close(pool);
     await res.close(postgres);
-  });
+  }, 360_000);
 
   it('a worker frozen inside a commit holds no lock past its bound: the next live attempt leases at once; woken, the zombie neither commits nor ACKs', async () => {
     const consumerId = 'frozen';

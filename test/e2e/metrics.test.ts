@@ -121,6 +121,9 @@ describe('the worker metrics endpoint during a real run', () => {
     expect(sumSamples(samples, 'whalehunt_checkpoints_committed_total', { consumer: consumerId })).toBe(
       checkpoint.rows[0]!.version,
     );
+    expect(sampleValue(samples, 'whalehunt_checkpoint_version', { consumer: consumerId })).toBe(
+      checkpoint.rows[0]!.version,
+    );
     expect(Number(checkpoint.rows[0]!.position)).toBe(journal.head);
     expect(sampleValue(samples, 'whalehunt_head_position', { consumer: consumerId })).toBe(journal.head);
     expect(sumSamples(samples, 'whalehunt_commit_duration_seconds_count', { consumer: consumerId })).toBe(

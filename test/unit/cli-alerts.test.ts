@@ -92,8 +92,8 @@ describe('alerts arguments', () => {
     expect(generalHelp()).toMatch(/\n {2}alerts +whale alerts in the outbox/);
     const help = commandHelp('alerts');
     expect(help).toContain('usage: whalehunt-consumer alerts list [--consumer ID] [--state pending|dead|sent|');
-    expect(help).toContain('alerts retry (--id N [--id N ...] | --all-dead [--consumer ID]) --actor NAME');
-    expect(help).toContain('alerts drop (--id N [--id N ...] | --all-dead [--consumer ID]) --actor NAME');
+    expect(help).toContain('alerts retry (--id N [--id N ...] | --all-dead [--consumer ID]) [--actor NAME]');
+    expect(help).toContain('alerts drop (--id N [--id N ...] | --all-dead [--consumer ID]) [--actor NAME]');
     expect(help).toContain('--all-dead');
   });
 });

@@ -1,5 +1,8 @@
+import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { CliUsageError, commandHelp, COMMANDS, generalHelp, parseCommand, type CommandName } from '../../cli/args.js';
+import { defaultActor } from '../../cli/config.js';
+import { resumeCommand } from '../../workflows/commands.js';
 
 function usageError(argv: string[]): CliUsageError {
   try {
@@ -148,6 +151,51 @@ describe('parseCommand', () => {
     expect(usageError(['resume', '--consumer', 'c', '--actor', ' ', '--reason', 'r']).message).toBe(
       'resume: --actor must not be empty',
     );
+  });
+
+  it('takes the OS user as the actor without --actor: the printed commands run where USER is unset', () => {
+    const osUser = { actor: 'svc-whalehunt' };
+    // Exactly as Current Details prints it, as bash hands it over, with no USER in the environment.
+    const printed = execFileSync(
+      'env',
+      ['-u', 'USER', 'bash', '-c', `f() { printf '%s\\0' "$@"; }; f ${resumeCommand('c1')}`],
+      {
+        encoding: 'utf8',
+      },
+    );
+    const argv = printed.split('\0').slice(3, -1); // without npx tsx cli/main.ts
+    expect(parseCommand(argv, osUser)).toEqual({
+      command: 'resume',
+      consumerId: 'c1',
+      actor: 'svc-whalehunt',
+      reason: '<why>',
+    });
+    for (const command of [
+      ['resolve-gap', '--consumer', 'c', '--decision', 'abandon', '--reason', 'r'],
+      ['pause', '--consumer', 'c', '--reason', 'r'],
+      ['rebind', '--consumer', 'c', '--kinds', 'trade'],
+      ['schedule-rebind', 'create', '--consumer', 'c', '--kinds', 'trade', '--every', '6h'],
+      ['alerts', 'drop', '--all-dead', '--reason', 'r'],
+    ]) {
+      expect(parseCommand(command, osUser)).toMatchObject({ actor: 'svc-whalehunt' });
+      // --actor still names someone else, and an empty one is still refused.
+      expect(parseCommand([...command, '--actor', 'ops'], osUser)).toMatchObject({ actor: 'ops' });
+      expect(() => parseCommand([...command, '--actor', ' '], osUser)).toThrow(/--actor must not be empty/);
+    }
+  });
+
+  it('the default actor is the account name, else USER or LOGNAME (a uid without an account), else the uid', () => {
+    const account =
+      (username: string, uid = 1000) =>
+      () => ({ username, uid });
+    const noAccount = () => {
+      throw new Error('ENOENT: no such file or directory, uv_os_get_passwd returned');
+    };
+    expect(defaultActor({}, account('alice'))).toBe('alice');
+    expect(defaultActor({ USER: 'root' }, account('alice'))).toBe('alice');
+    expect(defaultActor({ USER: 'bob', LOGNAME: 'carol' }, noAccount)).toBe('bob');
+    expect(defaultActor({ USER: '', LOGNAME: 'carol' }, noAccount)).toBe('carol');
+    expect(defaultActor({}, account('', 1001))).toBe('uid 1001');
   });
 
   it('collects repeated --event ids for resolve-quarantine', () => {

@@ -1,6 +1,6 @@
 // How `status` reads: progress from the freshest source, the database's effects, and the way out of a stop.
 import { describe, expect, it } from 'vitest';
-import { consumerProgress, type ConsumerReport } from '../../cli/consumers.js';
+import { consumerProgress, totalCounters, type ConsumerReport } from '../../cli/consumers.js';
 import { formatStatus, groupDecimal } from '../../cli/format.js';
 
 const counters = {
@@ -46,6 +46,7 @@ function report(overrides: Partial<ConsumerReport> = {}): ConsumerReport {
     },
     statusError: null,
     heartbeat: null,
+    workerHint: null,
     database: {
       state: {
         consumerId: 'c1',
@@ -127,6 +128,45 @@ describe('status rendering', () => {
       /alerts\s+2 pending \(oldest 2m 05s\), 1 dead \(see: whalehunt-consumer alerts list --consumer c1 --state dead\)/,
     );
     expect(text).toMatch(/resolve with\s+npx tsx cli\/main.ts resolve-gap --consumer c1/);
+  });
+
+  it("totals: ended runs, the running run's further report once, and the database's checkpoints and events", () => {
+    const base = report().status!;
+    const running = { ...counters, sessions: 1, checkpointsCommitted: 3, eventsApplied: 6, acksSent: 3 };
+    const heartbeat = { position: 95, version: 15, generation: 1, headPosition: 95, at: '2026-01-01T00:01:50.000Z' };
+    const saved = (totals: { checkpointsCommitted: number; eventsApplied: number }, version: number) => ({
+      ...report().database!,
+      state: { ...report().database!.state, version, totals },
+    });
+    const streaming = report({
+      status: { ...base, phase: 'streaming', stop: null, endedEpoch: 4, live: null },
+      heartbeat: { ...heartbeat, counters: running, leaseEpoch: 5 },
+      database: saved({ checkpointsCommitted: 15, eventsApplied: 70 }, 16),
+    });
+    // Sessions and ACKs: the ended runs' plus the running one's. Checkpoints and events: the database read now.
+    expect(totalCounters(streaming)).toMatchObject({
+      sessions: 3,
+      acksSent: 12,
+      checkpointsCommitted: 15,
+      eventsApplied: 70,
+      version: 16,
+    });
+    // A heartbeat of a run that ended between the description and the query is counted once, by the workflow.
+    const ended = report({
+      status: { ...base, endedEpoch: 5, live: null },
+      heartbeat: { ...heartbeat, counters: running, leaseEpoch: 5 },
+      database: null,
+    });
+    expect(totalCounters(ended)).toMatchObject({ sessions: 2, acksSent: 9, checkpointsCommitted: 9, version: null });
+    // The workflow's live report is used when it is further on than the heartbeat Temporal last stored.
+    const further = { leaseEpoch: 5, counters: { ...running, sessions: 2, acksSent: 8 }, totals: null, at: 'x' };
+    const signalled = report({
+      status: { ...base, endedEpoch: 4, live: further },
+      heartbeat: { ...heartbeat, counters: running, leaseEpoch: 5 },
+      database: null,
+    });
+    expect(totalCounters(signalled)).toMatchObject({ sessions: 4, acksSent: 17 });
+    expect(formatStatus(streaming, now)).toMatch(/counters\s+sessions 3 {3}checkpoints 15 {3}applied 70/);
   });
 
   it('says what it could not see: an unanswered query, no database', () => {

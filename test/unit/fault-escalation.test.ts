@@ -7,6 +7,7 @@ import type { CheckpointPlan, CommittedState } from '../../protocol/types.js';
 import { ConsumerState } from '../../workflows/consumer-state.js';
 import { classifyRunFailure, movedForward } from '../../workflows/run-failure.js';
 import { NO_ACTIONS } from '../../protocol/types.js';
+import { emptyCounters } from '../../activities/types.js';
 
 const binding = {
   consumerId: 'c1',
@@ -72,7 +73,7 @@ describe('classifyRunFailure', () => {
     expect(classifyRunFailure(activityFailure(new TimeoutFailure('t', undefined, 'HEARTBEAT')))).toEqual({
       kind: 'crash',
       description: 'heartbeat timeout',
-      lastCounters: null,
+      lastRun: null,
     });
     expect(classifyRunFailure(activityFailure(new TimeoutFailure('t', undefined, 'START_TO_CLOSE'))).kind).toBe(
       'crash',
@@ -89,12 +90,53 @@ describe('classifyRunFailure', () => {
       lastHeadPosition: 90,
       lastCommitAt: '2026-12-01T08:00:00.000Z',
     };
-    const heartbeat = { position: 80, version: 9, generation: 1, headPosition: 90, counters };
+    const totals = { version: 9, checkpointsCommitted: 9, eventsApplied: 52 };
+    const heartbeat = { position: 80, version: 9, generation: 1, headPosition: 90, counters, leaseEpoch: 4, totals };
     const failure = classifyRunFailure(activityFailure(new TimeoutFailure('t', heartbeat, 'HEARTBEAT')));
-    expect(failure).toEqual({ kind: 'crash', description: 'heartbeat timeout', lastCounters: counters });
-    expect(classifyRunFailure(activityFailure(new TimeoutFailure('t', { position: 3 }, 'HEARTBEAT')))).toMatchObject({
-      lastCounters: null,
+    expect(failure).toEqual({
+      kind: 'crash',
+      description: 'heartbeat timeout',
+      lastRun: { leaseEpoch: 4, counters, totals },
     });
+    // An older worker's heartbeat: its counters, without an epoch or totals.
+    const older = { position: 80, version: 9, generation: 1, headPosition: 90, counters };
+    expect(classifyRunFailure(activityFailure(new TimeoutFailure('t', older, 'HEARTBEAT')))).toMatchObject({
+      lastRun: { leaseEpoch: null, counters, totals: null },
+    });
+    expect(classifyRunFailure(activityFailure(new TimeoutFailure('t', { position: 3 }, 'HEARTBEAT')))).toMatchObject({
+      lastRun: null,
+    });
+  });
+
+  it('every failure of a run carries what the run did; a storage failure says whether the database went away', () => {
+    const committed = { position: 4, token: 't4', generation: 1, version: 3, filterHash: 'sha256:f' };
+    const run = {
+      leaseEpoch: 6,
+      counters: { ...emptyCounters(), sessions: 43, acksSent: 43, checkpointsCommitted: 43 },
+      totals: { version: 3, checkpointsCommitted: 3, eventsApplied: 10 },
+    };
+    const storage = ApplicationFailure.create({
+      type: 'StorageFailure',
+      message: 'commitCheckpoint failed (SQLSTATE 57P01): terminating connection due to administrator command',
+      details: [{ code: 'storage_failure', sqlState: '57P01', connectionLost: true, committed, run }],
+    });
+    expect(classifyRunFailure(activityFailure(storage))).toMatchObject({
+      kind: 'fault',
+      type: 'StorageFailure',
+      committed,
+      run,
+      connectionLost: true,
+    });
+    const fenced = ApplicationFailure.create({
+      type: 'LeaseLost',
+      message: 'lease lost',
+      nonRetryable: true,
+      details: [{ code: 'lease_lost', committed, run }],
+    });
+    expect(classifyRunFailure(activityFailure(fenced))).toMatchObject({ kind: 'fault', run, connectionLost: false });
+    // A failure before the run began (or of an older worker) carries none.
+    const bare = ApplicationFailure.create({ type: 'StorageFailure', message: 'acquireLease failed' });
+    expect(classifyRunFailure(activityFailure(bare))).toMatchObject({ run: null, connectionLost: false });
   });
 
   it('a transport failure is a fault carrying the committed checkpoint and the server retry-after', () => {
@@ -110,6 +152,8 @@ describe('classifyRunFailure', () => {
       message: 'overloaded: server: overloaded: busy',
       committed,
       retryAfterMs: 750,
+      run: null,
+      connectionLost: false,
     });
   });
 

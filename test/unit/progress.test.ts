@@ -112,7 +112,7 @@ describe('wrapShellCommand', () => {
 
   /** The arguments bash sees: what a pasted command runs with. */
   function argv(command: string): string[] {
-    const out = execFileSync('bash', ['-c', `f() { printf '%s\\0' "$@"; }; USER=ops f ${command}`], {
+    const out = execFileSync('bash', ['-c', `f() { printf '%s\\0' "$@"; }; f ${command}`], {
       encoding: 'utf8',
     });
     return out.split('\0').slice(0, -1);
@@ -121,7 +121,7 @@ describe('wrapShellCommand', () => {
   it('keeps every line within the panel (73 characters) unless one word is longer', () => {
     for (const command of commands.slice(0, 4)) {
       const lines = wrapShellCommand(command).split('\n');
-      expect(lines.length).toBeGreaterThan(1);
+      if (command.length > 73) expect(lines.length).toBeGreaterThan(1);
       for (const line of lines) expect(line.length).toBeLessThanOrEqual(73);
     }
     expect(wrapShellCommand(commands[4]!).split('\n')[1]).toBe(
@@ -149,7 +149,7 @@ describe('throttledReporter', () => {
     let release: () => void = () => undefined;
     let fail = false;
     const report = throttledReporter(
-      (reading) => {
+      (reading: ProgressReading) => {
         sent.push(reading.position!);
         return new Promise<void>((resolve, reject) => {
           release = fail ? () => reject(new Error('temporal unavailable')) : resolve;

@@ -57,8 +57,8 @@ export function attemptHint(attempt: Attempt | null, nowMs: number): string | nu
     const what = beat ? 'has not heartbeated' : 'has not heartbeated since it started';
     return (
       `the attempt on worker ${attempt.workerIdentity ?? '(unknown)'} ${what} for ${seconds(silent)} s: that worker ` +
-      `is frozen, overloaded or gone (Temporal times the attempt out after ${timeoutS} s without a heartbeat, and the ` +
-      'next run starts on a live worker)'
+      `is frozen, overloaded or gone (Temporal times the attempt out after ${timeoutS} s without a heartbeat and ` +
+      'retries it on a live worker)'
     );
   }
   if (attempt.startedMs === null && attempt.scheduledMs !== null && nowMs - attempt.scheduledMs > 5_000) {

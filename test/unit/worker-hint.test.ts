@@ -37,7 +37,7 @@ describe('noAnswerHint', () => {
     const frozen = { ...healthy, lastHeartbeatMs: ago(14) };
     expect(hint(polling, frozen)).toBe(
       'the attempt on worker 4242@worker-a has not heartbeated for 14 s: that worker is frozen, overloaded or gone ' +
-        '(Temporal times the attempt out after 15 s without a heartbeat, and the next run starts on a live worker)',
+        '(Temporal times the attempt out after 15 s without a heartbeat and retries it on a live worker)',
     );
     // An attempt handed to a frozen worker's open poll never heartbeats at all.
     const neverBeat = { ...healthy, startedMs: ago(9), lastHeartbeatMs: ago(20) };

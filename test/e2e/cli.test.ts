@@ -128,9 +128,10 @@ describe('whalehunt-consumer CLI against the real stack', () => {
       );
       expect(invalid.code).toBe(2);
       expect(invalid.stderr).toContain('invalid --decision "retry"; expected one of from_floor, live_cut, abandon');
-      const noActor = await run('resolve-gap', '--consumer', consumerId, '--decision', 'live_cut', '--reason', 'x');
-      expect(noActor.code).toBe(2);
-      expect(noActor.stderr).toContain('--actor is required');
+      // --actor defaults to the OS user; a reason is always required.
+      const noReason = await run('resolve-gap', '--consumer', consumerId, '--decision', 'live_cut', '--actor', 'ops');
+      expect(noReason.code).toBe(2);
+      expect(noReason.stderr).toContain('--reason is required');
       // A decision the consumer is not waiting for is rejected by the workflow's update validator.
       const wrongPhase = await run(
         'resolve-binding',

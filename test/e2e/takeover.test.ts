@@ -198,11 +198,18 @@ describe('takeover with the production defaults', () => {
         committed.position,
       );
 
-      // `status` answers after the takeovers, and names the last one.
-      const status = await runCli(cliEnv, 'status', '--consumer', consumerId, '--json');
-      expect(status.code, status.stderr).toBe(0);
-      const report = JSON.parse(status.stdout) as { status: { lastError: string | null } | null };
-      expect(report.status?.lastError).toMatch(/^streaming run lost its worker \(heartbeat timeout\); attempt \d+/);
+      // `status` answers after the takeovers, and names the last one (asked again while a query lands on a worker
+      // this test has just stopped).
+      await waitFor(
+        async () => {
+          const status = await runCli(cliEnv, 'status', '--consumer', consumerId, '--json');
+          const report = JSON.parse(status.stdout) as { status: { lastError: string | null } | null };
+          return /^streaming run lost its worker \(heartbeat timeout\); attempt \d+/.test(
+            report.status?.lastError ?? '',
+          );
+        },
+        { description: 'status naming the last takeover', timeoutMs: 60_000 },
+      );
 
       await handle.terminate('test finished');
       for (const w of workers) {

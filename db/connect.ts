@@ -74,3 +74,17 @@ export function createPool(databaseUrl: string, options: PoolOptions = {}): pg.P
   }) as typeof pool.connect;
   return pool;
 }
+
+/** Whether the server at `url` accepts a connection now (what pg_isready asks); never throws. */
+export async function acceptsConnections(url: string, timeoutMs: number): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: timeoutMs });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}

@@ -1,5 +1,5 @@
 // The database room's public API: what the streaming activity, the workflow's activities and the CLI use.
-export { createPool } from './connect.js';
+export { acceptsConnections, createPool } from './connect.js';
 export { migrate, MIGRATIONS_FOLDER } from './migrate.js';
 export { acquireLease, loadCommitted, type LeaseAttempt, type LeaseRequest } from './state.js';
 export {

@@ -4,23 +4,10 @@
 import { spawn } from 'node:child_process';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
+import { acceptsConnections } from '../db/connect.js';
 import { startEmbeddedPostgres } from '../db/embedded.js';
 
 const DEFAULT_TEST_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
-
-async function reachable(url: string): Promise<boolean> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    return true;
-  } catch {
-    return false;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
 
 async function run(command: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const [file, ...args] = command;
@@ -56,7 +43,7 @@ let exitCode: number;
 if (process.env.DATABASE_URL) {
   process.stderr.write(describeDatabase(process.env.DATABASE_URL, 'from DATABASE_URL'));
   exitCode = await run(command, process.env);
-} else if (await reachable(DEFAULT_TEST_DATABASE_URL)) {
+} else if (await acceptsConnections(DEFAULT_TEST_DATABASE_URL, 2_000)) {
   process.stderr.write(describeDatabase(DEFAULT_TEST_DATABASE_URL, 'the default; DATABASE_URL is not set'));
   exitCode = await run(command, { ...process.env, DATABASE_URL: DEFAULT_TEST_DATABASE_URL });
 } else {

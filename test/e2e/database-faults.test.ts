@@ -8,9 +8,8 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { WorkflowHandle } from '@temporalio/client';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { createPool, loadCommitted } from '../../db/index.js';
+import { acceptsConnections, createPool, loadCommitted } from '../../db/index.js';
 import { Journal } from '../../simulator/journal.js';
 import { ReferenceStreamServer } from '../../simulator/server.js';
 import type { consumerWorkflow } from '../../workflows/index.js';
@@ -50,20 +49,6 @@ const BOUNDS_ENV = {
 const LOCK_TIMEOUT_MS = Number(BOUNDS_ENV.DB_LOCK_TIMEOUT_MS);
 const CONNECTION_LOST = 'database connection lost; runs retry from the committed checkpoint until it is back';
 const CONNECTION_RESTORED = 'database connection restored';
-
-/** Whether Postgres accepts a connection now (what pg_isready asks). */
-async function accepts(url: string): Promise<boolean> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1_000 });
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    return true;
-  } catch {
-    return false;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
 
 async function currentDetails(handle: WorkflowHandle): Promise<string> {
   const metadata = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
@@ -164,7 +149,7 @@ describe('the worker process against a failing database', () => {
       const startedAt = Date.now();
       await postgres.start();
       // pg_isready's question: does it accept a connection? Then the first commit of the consumer after that.
-      const acceptingAt = await waitFor(() => accepts(postgres.url).then((ok) => ok && Date.now()), {
+      const acceptingAt = await waitFor(() => acceptsConnections(postgres.url, 1_000).then((ok) => ok && Date.now()), {
         description: 'Postgres to accept connections',
         timeoutMs: 30_000,
         intervalMs: 50,

@@ -58,4 +58,19 @@ describe('the repository is self-contained', () => {
     }
     expect(broken).toEqual([]);
   });
+
+  it('every source file the documents name by path exists', () => {
+    const rooms = 'protocol|domain|db|simulator|activities|workflows|worker|cli|bench|scripts|test|deploy';
+    const cited = new RegExp(`(?<![\\w./-])(?:${rooms})/[\\w./-]+\\.(?:ts|sh|sql|ya?ml|json)\\b`, 'g');
+    const missing: string[] = [];
+    let citations = 0;
+    for (const path of files.filter((file) => file.endsWith('.md'))) {
+      for (const [source] of readFileSync(join(repoRoot, path), 'utf8').matchAll(cited)) {
+        citations += 1;
+        if (!existsSync(join(repoRoot, source))) missing.push(`${path}: ${source}`);
+      }
+    }
+    expect(citations).toBeGreaterThan(50);
+    expect(missing).toEqual([]);
+  });
 });

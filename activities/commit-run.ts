@@ -1,7 +1,7 @@
 // A store's commitCheckpoints from a commit of one plan at a time: the same contract as db commitCheckpoints
 // (one outcome per plan, in order, up to the first that did not commit; each plan fenced on the version the one
 // before it committed). For stores that cut into every single commit (tests, the insideCommit hook).
-import type { CheckpointOutcome } from '../db/commit.js';
+import type { CheckpointOutcome } from '../db/commit-types.js';
 import type { CheckpointPlan } from '../protocol/types.js';
 
 export async function commitOneAtATime(

@@ -10,7 +10,7 @@ import { Session } from '../protocol/session.js';
 import { SessionFence } from '../protocol/session-fence.js';
 import type { StagingLimits } from '../protocol/staging.js';
 import type { ActionRules, CheckpointPlan, CommittedState, QuarantinePolicy } from '../protocol/types.js';
-import type { CheckpointOutcome, CommitResult } from '../db/commit.js';
+import type { CheckpointOutcome, CommitResult } from '../db/commit-types.js';
 import { RecentExecutions } from '../db/recent-executions.js';
 import { StaleLeaseAttempt } from '../db/errors.js';
 import type { LeaseAttempt, LeaseRequest } from '../db/state.js';

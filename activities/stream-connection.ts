@@ -11,7 +11,7 @@ import { ServerStaleGeneration, type Session, type SessionAction, type SessionSt
 import type { SessionFence } from '../protocol/session-fence.js';
 import { StagingBoundExceeded } from '../protocol/staging.js';
 import type { CheckpointPlan, CommittedState } from '../protocol/types.js';
-import type { CheckpointOutcome, CommitResult } from '../db/commit.js';
+import type { CheckpointOutcome, CommitResult } from '../db/commit-types.js';
 import { StorageFailure } from '../db/errors.js';
 import type { RecentExecutions } from '../db/recent-executions.js';
 import { InvalidPlan } from '../domain/errors.js';

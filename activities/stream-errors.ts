@@ -1,6 +1,7 @@
 // The streaming run's typed errors: each carries a code and whether a retry can help; the activity wrapper turns
 // them into Temporal failures.
-import { describeFenced, type CheckpointFenced } from '../db/commit.js';
+import { describeFenced } from '../db/commit.js';
+import type { CheckpointFenced } from '../db/commit-types.js';
 import type { CheckpointSummary } from './types.js';
 
 /** The database is behind the workflow's copy: a restored backup or a bug. Not retryable. */

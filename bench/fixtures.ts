@@ -1,7 +1,7 @@
 // Builders of checkpoint plans and staged events (pure): the commit bench's workload and the fixtures of the
 // commit and decide tests. Outside test/ so the bench does not depend on the test tree.
 import { isSupportedKind, parseTradeData, WireError, type TradeData } from '../protocol/codec.js';
-import type { CheckpointOutcome, CommitResult } from '../db/commit.js';
+import type { CheckpointOutcome, CommitResult } from '../db/commit-types.js';
 import { eventContentHash, filterHash } from '../protocol/canonical.js';
 import {
   whaleAlertRules,

@@ -2,15 +2,8 @@
 export { acceptsConnections, createPool } from './connect.js';
 export { migrate, MIGRATIONS_FOLDER } from './migrate.js';
 export { acquireLease, loadCommitted, type LeaseAttempt, type LeaseRequest } from './state.js';
-export {
-  commitCheckpoint,
-  commitCheckpoints,
-  describeFenced,
-  type CheckpointFence,
-  type CheckpointFenced,
-  type CheckpointOutcome,
-  type CommitResult,
-} from './commit.js';
+export { commitCheckpoint, commitCheckpoints, describeFenced } from './commit.js';
+export type { CheckpointFence, CheckpointFenced, CheckpointOutcome, CommitResult } from './commit-types.js';
 export {
   recordGapDecision,
   recordBindingDecision,

@@ -7,7 +7,7 @@
 // checkpoint row lock, so while the fence still reads the version these rows were taken at, nobody changed them;
 // the statement that uses them checks exactly that fence. Rows taken at any other version are never used.
 import type { ExecutionState } from '../domain/decide.js';
-import type { CheckpointFence } from './commit.js';
+import type { CheckpointFence } from './commit-types.js';
 
 /** Entities kept (most recently written or read): about 0.5 KB each. */
 export const RECENT_EXECUTIONS_CAPACITY = 4_096;

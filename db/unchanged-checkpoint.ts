@@ -6,7 +6,8 @@ import type pg from 'pg';
 import { noAlerts } from '../domain/decide.js';
 import { namesSavedCheckpoint } from '../protocol/checkpoint-change.js';
 import type { CheckpointPlan, CommittedState } from '../protocol/types.js';
-import type { CommitResult } from './commit.js';
+import { NEWER_NOTICES_SQL } from './commit-sql.js';
+import type { CommitResult } from './commit-types.js';
 
 /** The committed result of a plan that changes nothing: the saved version, nothing written. */
 export async function unchangedCommit(
@@ -34,10 +35,7 @@ async function noticesAlreadySaved(client: pg.PoolClient, plan: CheckpointPlan):
   if (notices.length === 0) return true;
   const res = await client.query<{ newer: number }>({
     name: 'whalehunt_commit_newer_notices',
-    text: `SELECT count(*)::int AS newer
-             FROM unnest($2::text[], $3::bigint[]) AS n(scope, position)
-             LEFT JOIN source_quality q ON q.consumer_id = $1 AND q.scope = n.scope
-            WHERE q.last_position IS NULL OR q.last_position < n.position`,
+    text: NEWER_NOTICES_SQL,
     values: [plan.consumerId, notices.map((n) => n.scope), notices.map((n) => n.position)],
   });
   return res.rows[0]!.newer === 0;

@@ -18,8 +18,8 @@ import {
   type ReceiptWrite,
   type MarketDelta,
   type OutboxWrite,
-} from '../domain/decide.js';
-import { InvalidPlan } from '../domain/errors.js';
+} from './decide.js';
+import { InvalidPlan } from './errors.js';
 import { addDecimal, formatDecimal, parseDecimal, type Decimal } from '../protocol/decimal.js';
 import type { CheckpointPlan, QualityNotice } from '../protocol/types.js';
 

@@ -2,7 +2,7 @@
 // the outcome. No I/O, so every rule is property-tested without a database (test/unit/decide*.test.ts), and
 // the same function serves the stream and the paginated source.
 import { sameContent, type SavedContent } from '../protocol/canonical.js';
-import { isSupportedKind } from '../protocol/codec.js';
+import { isSupportedKind, type TradeData } from '../protocol/codec.js';
 import {
   addExact,
   EXACT_ZERO,
@@ -146,60 +146,8 @@ export type DecidablePlan = Pick<CheckpointPlan, 'events' | 'qualityNotices' | '
  * its parsed trade (validatePlanShape rejects that first; this keeps the function total on its own).
  */
 export function decideCommit(plan: DecidablePlan, existing: ExistingRows): CommitDecision {
-  const executions = new Map<string, ExecutionState>();
-  const changed = new Set<string>();
+  const writes = new PlanWrites(plan);
   const seenInPlan = new Map<string, string>();
-  const receipts: ReceiptWrite[] = [];
-  const revisions: RevisionWrite[] = [];
-  const deltas = new Map<string, { volume: ExactDecimal; count: number }>();
-  const quarantine: QuarantineWrite[] = [];
-  const held: QuarantineWrite[] = [];
-  const outbox: OutboxWrite[] = [];
-  const counts = { applied: 0, duplicates: 0, noEffect: 0, quarantined: 0, alerts: noAlerts() };
-  const { whaleAlertMinNotional, ...signalRules } = plan.actions;
-  const alertRules: WhaleSignalRules | null =
-    whaleAlertMinNotional === null ? null : { ...signalRules, threshold: parseExact(whaleAlertMinNotional) };
-  const terminalReasons = new Set<QuarantineReason>(plan.quarantinePolicy.terminalReasons);
-
-  // Per-event helpers are created once per plan, not once per event.
-  const addDelta = (market: string, amount: ExactDecimal, count: number) => {
-    const entry = deltas.get(market);
-    if (entry === undefined) deltas.set(market, { volume: addExact(EXACT_ZERO, amount), count });
-    else {
-      entry.volume = addExact(entry.volume, amount);
-      entry.count += count;
-    }
-  };
-  const receipt = (event: StagedEvent, outcome: ReceiptOutcome) => {
-    receipts.push({
-      eventId: event.eventId,
-      contentHash: event.contentHash,
-      position: event.position,
-      ordinal: event.ordinal,
-      outcome,
-    });
-  };
-  const quarantineAs = (event: StagedEvent, record: ExistingQuarantine | undefined, reason: QuarantineReason) => {
-    const item: QuarantineWrite = {
-      eventId: event.eventId,
-      entityId: event.entityId,
-      kind: event.kind,
-      position: event.position,
-      ordinal: event.ordinal,
-      contentHash: event.contentHash,
-      reason,
-      disposition: 'terminal',
-    };
-    // An operator's release_terminal, or a policy naming this reason: a durable outcome, go on.
-    if (record?.disposition === 'terminal' || terminalReasons.has(reason)) {
-      quarantine.push(item);
-      receipt(event, 'quarantined');
-      counts.quarantined += 1;
-    } else {
-      held.push({ ...item, disposition: 'held' });
-    }
-  };
-
   for (const event of plan.events) {
     // Identity is what the event says, not where it was delivered: the same event at another position is a
     // duplicate too (docs/protocol.md §4).
@@ -210,7 +158,7 @@ export function decideCommit(plan: DecidablePlan, existing: ExistingRows): Commi
         const savedHash = saved?.contentHash ?? seenHash!;
         return { kind: 'conflict', eventId: event.eventId, savedHash, incomingHash: event.contentHash };
       }
-      counts.duplicates += 1;
+      writes.counts.duplicates += 1;
       continue;
     }
     const record = existing.quarantine.get(event.eventId);
@@ -225,24 +173,83 @@ export function decideCommit(plan: DecidablePlan, existing: ExistingRows): Commi
     seenInPlan.set(event.eventId, event.contentHash);
 
     if (!isSupportedKind(event.kind)) {
-      quarantineAs(event, record, 'unsupported_kind');
+      writes.quarantineAs(event, record, 'unsupported_kind');
       continue;
     }
     const data = event.trade;
     if (data === null) throw new InvalidPlan(`event ${event.eventId}: ${event.kind} data is not a valid trade`);
-    const before = executions.get(event.entityId) ?? existing.executions.get(event.entityId);
+    const before = writes.executions.get(event.entityId) ?? existing.executions.get(event.entityId);
 
     if (event.kind === 'correction' && before === undefined) {
-      quarantineAs(event, record, 'unknown_correction_target');
+      writes.quarantineAs(event, record, 'unknown_correction_target');
       continue;
     }
     // A trade of an entity that exists, or a correction at or below the saved revision: already reflected.
     if (before !== undefined && (event.kind === 'trade' || event.revision <= before.revision)) {
-      receipt(event, 'no_effect');
-      counts.noEffect += 1;
+      writes.receipt(event, 'no_effect');
+      writes.counts.noEffect += 1;
       continue;
     }
+    writes.apply(event, data, before);
+  }
+  return writes.held.length > 0 ? { kind: 'held_quarantine', held: writes.held } : writes.committed();
+}
 
+/** The writes of one plan as decideCommit meets its events; its rules are read once per plan, not per event. */
+class PlanWrites {
+  /** The plan's own state of every entity it changed (later events of the plan see it). */
+  readonly executions = new Map<string, ExecutionState>();
+  readonly held: QuarantineWrite[] = [];
+  readonly counts = { applied: 0, duplicates: 0, noEffect: 0, quarantined: 0, alerts: noAlerts() };
+  private readonly changed = new Set<string>();
+  private readonly receipts: ReceiptWrite[] = [];
+  private readonly revisions: RevisionWrite[] = [];
+  private readonly deltas = new Map<string, { volume: ExactDecimal; count: number }>();
+  private readonly quarantine: QuarantineWrite[] = [];
+  private readonly outbox: OutboxWrite[] = [];
+  private readonly alertRules: WhaleSignalRules | null;
+  private readonly terminalReasons: ReadonlySet<QuarantineReason>;
+
+  constructor(private readonly plan: DecidablePlan) {
+    const { whaleAlertMinNotional, ...signalRules } = plan.actions;
+    this.alertRules =
+      whaleAlertMinNotional === null ? null : { ...signalRules, threshold: parseExact(whaleAlertMinNotional) };
+    this.terminalReasons = new Set(plan.quarantinePolicy.terminalReasons);
+  }
+
+  receipt(event: StagedEvent, outcome: ReceiptOutcome): void {
+    this.receipts.push({
+      eventId: event.eventId,
+      contentHash: event.contentHash,
+      position: event.position,
+      ordinal: event.ordinal,
+      outcome,
+    });
+  }
+
+  quarantineAs(event: StagedEvent, record: ExistingQuarantine | undefined, reason: QuarantineReason): void {
+    const item: QuarantineWrite = {
+      eventId: event.eventId,
+      entityId: event.entityId,
+      kind: event.kind,
+      position: event.position,
+      ordinal: event.ordinal,
+      contentHash: event.contentHash,
+      reason,
+      disposition: 'terminal',
+    };
+    // An operator's release_terminal, or a policy naming this reason: a durable outcome, go on.
+    if (record?.disposition === 'terminal' || this.terminalReasons.has(reason)) {
+      this.quarantine.push(item);
+      this.receipt(event, 'quarantined');
+      this.counts.quarantined += 1;
+    } else {
+      this.held.push({ ...item, disposition: 'held' });
+    }
+  }
+
+  /** A trade, or a correction above the revision `before`: the new state, the volume moved, the whale signal. */
+  apply(event: StagedEvent, data: TradeData, before: ExecutionState | undefined): void {
     const notional = mulExact(parseExact(data.price), parseExact(data.size));
     const beforeNotional = before ? parseExact(before.notional) : null;
     const after: ExecutionState = {
@@ -260,17 +267,17 @@ export function decideCommit(plan: DecidablePlan, existing: ExistingRows): Commi
       lastPosition: event.position,
       eventId: event.eventId,
     };
-    if (before) addDelta(before.market, negateExact(beforeNotional!), -1);
-    addDelta(after.market, notional, 1);
-    executions.set(event.entityId, after);
-    changed.add(event.entityId);
-    if (before) revisions.push(superseded(before));
-    const signal = alertRules === null ? null : whaleSignal(event, beforeNotional, notional, alertRules);
+    if (before) this.addDelta(before.market, negateExact(beforeNotional!), -1);
+    this.addDelta(after.market, notional, 1);
+    this.executions.set(event.entityId, after);
+    this.changed.add(event.entityId);
+    if (before) this.revisions.push(superseded(before));
+    const signal = this.alertRules === null ? null : whaleSignal(event, beforeNotional, notional, this.alertRules);
     if (signal !== null) {
       const suppressedReason = signal === 'alert' ? null : signal;
-      if (suppressedReason === null) counts.alerts.queued += 1;
-      else counts.alerts.suppressed[suppressedReason] += 1;
-      outbox.push({
+      if (suppressedReason === null) this.counts.alerts.queued += 1;
+      else this.counts.alerts.suppressed[suppressedReason] += 1;
+      this.outbox.push({
         idempotencyKey: outboxKey(WHALE_ALERT, event.eventId),
         eventId: event.eventId,
         action: WHALE_ALERT,
@@ -278,31 +285,39 @@ export function decideCommit(plan: DecidablePlan, existing: ExistingRows): Commi
         suppressedReason,
       });
     }
-    receipt(event, 'applied');
-    counts.applied += 1;
+    this.receipt(event, 'applied');
+    this.counts.applied += 1;
   }
 
-  if (held.length > 0) return { kind: 'held_quarantine', held };
-
-  const marketDeltas: MarketDelta[] = [];
-  for (const [market, delta] of deltas) {
-    if (isZeroExact(delta.volume) && delta.count === 0) continue;
-    marketDeltas.push({ market, volume: formatExact(delta.volume), count: delta.count });
+  committed(): CommitDecision {
+    const marketDeltas: MarketDelta[] = [];
+    for (const [market, delta] of this.deltas) {
+      if (isZeroExact(delta.volume) && delta.count === 0) continue;
+      marketDeltas.push({ market, volume: formatExact(delta.volume), count: delta.count });
+    }
+    return {
+      kind: 'committed',
+      writes: {
+        receipts: this.receipts,
+        executions: [...this.changed].map((id) => this.executions.get(id)!),
+        revisions: this.revisions,
+        marketDeltas,
+        quarantine: this.quarantine,
+        quality: newestNoticePerScope(this.plan.qualityNotices),
+        outbox: this.outbox,
+        counts: this.counts,
+      },
+    };
   }
 
-  return {
-    kind: 'committed',
-    writes: {
-      receipts,
-      executions: [...changed].map((id) => executions.get(id)!),
-      revisions,
-      marketDeltas,
-      quarantine,
-      quality: newestNoticePerScope(plan.qualityNotices),
-      outbox,
-      counts,
-    },
-  };
+  private addDelta(market: string, amount: ExactDecimal, count: number): void {
+    const entry = this.deltas.get(market);
+    if (entry === undefined) this.deltas.set(market, { volume: addExact(EXACT_ZERO, amount), count });
+    else {
+      entry.volume = addExact(entry.volume, amount);
+      entry.count += count;
+    }
+  }
 }
 
 // Field by field rather than by rest/spread, which copies through the generic (slow) path on every event.

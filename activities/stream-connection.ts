@@ -196,9 +196,9 @@ export class StreamConnection {
   #handleFrame(data: WebSocket.RawData, isBinary: boolean): void | Promise<void> {
     const { config, log, hooks } = this.deps;
     const { session } = this.current;
-    let frame;
+    let decoded;
     try {
-      frame = decodeServerFrame(data, { isBinary, maxFrameBytes: config.maxFrameBytes });
+      decoded = decodeServerFrame(data, { isBinary, maxFrameBytes: config.maxFrameBytes });
     } catch (error) {
       if (!(error instanceof WireError)) throw error;
       log.error('rejected a server frame', {
@@ -214,12 +214,13 @@ export class StreamConnection {
         progressed: this.#progressed,
       });
     }
+    const { frame, bytes } = decoded;
     if (frame.type === 'hello') this.run.counters.lastHeadPosition = frame.history.head;
     if (frame.type === 'batch')
       this.run.counters.lastHeadPosition = Math.max(frame.position, this.run.counters.lastHeadPosition ?? 0);
     if (frame.type === 'hello' || frame.type === 'batch')
       this.deps.metrics?.headSeen(this.run.consumerId, frame.type === 'hello' ? frame.history.head : frame.position);
-    const actions = session.receive(frame);
+    const actions = session.receive(frame, bytes);
     if (session.state === 'streaming') clearTimeout(this.#handshakeTimer);
     const afterStage = (): void | Promise<void> => {
       if (frame.type === 'batch' && !this.#result && session.state === 'streaming')

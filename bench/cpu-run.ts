@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { decideCommit as DecideCommit, ExecutionState, ExistingRows } from '../domain/decide.js';
-import type { decodeServerFrame as DecodeServerFrame } from '../protocol/codec.js';
+import type { decodeServerFrame as DecodeServerFrame, DecodedServerFrame, ServerFrame } from '../protocol/codec.js';
 import type { Session as SessionClass } from '../protocol/session.js';
 import { WHALE_ALERT_MIN_NOTIONAL } from './cpu.js';
 import { CAPTURE_CONSUMER, SUBSCRIPTION } from './simulator-process.js';
@@ -28,6 +28,11 @@ async function load(root: string): Promise<Modules> {
   const session = await from<{ Session: typeof SessionClass }>('protocol/session.ts');
   const decide = await from<{ decideCommit: typeof DecideCommit }>('domain/decide.ts');
   return { decodeServerFrame: codec.decodeServerFrame, Session: session.Session, decideCommit: decide.decideCommit };
+}
+
+/** A baseline tree's decodeServerFrame may give the frame alone (before the codec gave the message's size too). */
+function decoded(result: DecodedServerFrame | ServerFrame): { frame: ServerFrame; bytes: number | undefined } {
+  return 'frame' in result ? result : { frame: result, bytes: undefined };
 }
 
 /** µs per event of each stage, and the plans' outbox count (the same for both trees, or the bench is void). */
@@ -60,9 +65,9 @@ function pass(m: Modules, messages: Buffer[], events: number): Pass {
   let [decodeMs, stageMs, decideMs, alerts, version] = [0, 0, 0, 0, 0];
   for (const message of messages) {
     const t0 = performance.now();
-    const frame = m.decodeServerFrame(message);
+    const { frame, bytes } = decoded(m.decodeServerFrame(message));
     const t1 = performance.now();
-    const actions = session.receive(frame);
+    const actions = session.receive(frame, bytes);
     const t2 = performance.now();
     decodeMs += t1 - t0;
     stageMs += t2 - t1;

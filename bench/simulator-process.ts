@@ -76,7 +76,7 @@ export async function probeHead(url: string): Promise<number> {
   return new Promise((resolve, reject) => {
     ws.on('error', reject);
     ws.once('message', (data: Buffer) => {
-      const frame = decodeServerFrame(data.toString('utf8'));
+      const { frame } = decodeServerFrame(data.toString('utf8'));
       ws.close();
       if (frame.type === 'hello') resolve(frame.history.head);
       else reject(new Error(`expected hello, got ${frame.type}`));

@@ -233,34 +233,19 @@ function parseJsonText(data: unknown, isBinary: boolean, maxFrameBytes: number):
   }
 }
 
-/**
- * The last batch decoded and the UTF-8 size of its message, which staging bounds its bytes by. The streaming
- * activity stages each frame right after decoding it, so one slot suffices; any other frame is measured by
- * the caller. Not a WeakMap nor a property: per-frame ephemerons or property definitions cost more CPU than
- * the JSON.stringify they replace.
- */
-let lastBatch: object | null = null;
-let lastBatchBytes = 0;
-
-/** The size of the message `frame` was decoded from, if it is the last batch decoded (read once), else undefined. */
-export function wireBytesOf(frame: ServerFrameOf<'batch'>): number | undefined {
-  if (lastBatch !== frame) return undefined;
-  lastBatch = null; // not kept alive past its staging
-  return lastBatchBytes;
+/** A decoded server frame and the UTF-8 size of the message it came from, which staging bounds its bytes by. */
+export interface DecodedServerFrame {
+  frame: ServerFrame;
+  bytes: number;
 }
 
 /** Decodes one server → client WebSocket message. Throws WireError. */
 export function decodeServerFrame(
   data: unknown,
   opts: { isBinary?: boolean; maxFrameBytes?: number } = {},
-): ServerFrame {
+): DecodedServerFrame {
   const { raw, bytes } = parseJsonText(data, opts.isBinary ?? false, opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES);
-  const frame = decodedBatch(raw) ?? parseWith(serverFrameSchema, raw, 'server');
-  if (frame.type === 'batch') {
-    lastBatch = frame;
-    lastBatchBytes = bytes;
-  }
-  return frame;
+  return { frame: decodedBatch(raw) ?? parseWith(serverFrameSchema, raw, 'server'), bytes };
 }
 
 // ---- Fast path for `batch`, almost all of the stream's traffic. It accepts only what the zod schema accepts

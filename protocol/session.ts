@@ -96,12 +96,15 @@ export class Session {
     return this.#staging?.generation ?? null;
   }
 
-  /** Handles one decoded server frame. Violations come back as a `reconnect` action, never as a throw. */
-  receive(frame: ServerFrame): SessionAction[] {
+  /**
+   * Handles one decoded server frame; `wireBytes` is the size of its message (decodeServerFrame's), absent for a
+   * frame built in memory. Violations come back as a `reconnect` action, never as a throw.
+   */
+  receive(frame: ServerFrame, wireBytes?: number): SessionAction[] {
     if (this.#state === 'stopped') return [];
     try {
       this.#sequence.accept(frame);
-      return this.#dispatch(frame);
+      return this.#dispatch(frame, wireBytes);
     } catch (error) {
       if (error instanceof ProtocolViolation || error instanceof StagingBoundExceeded) return this.#drop(error);
       // Malformed event data (a WireError naming the frame and field) breaks the contract just the same.
@@ -156,7 +159,7 @@ export class Session {
     return [{ type: 'stop', stop }];
   }
 
-  #dispatch(frame: ServerFrame): SessionAction[] {
+  #dispatch(frame: ServerFrame, wireBytes: number | undefined): SessionAction[] {
     // reset_required and error may answer any client frame.
     if (frame.type === 'reset_required') {
       return this.#finish({
@@ -191,7 +194,7 @@ export class Session {
         if (frame.type !== 'subscribed') throw unexpected(frame.type, 'subscribed');
         return this.#onSubscribed(frame);
       case 'streaming':
-        return this.#onStreaming(frame);
+        return this.#onStreaming(frame, wireBytes);
       case 'stopped':
         return [];
     }
@@ -312,12 +315,12 @@ export class Session {
     return [];
   }
 
-  #onStreaming(frame: ServerFrame): SessionAction[] {
+  #onStreaming(frame: ServerFrame, wireBytes: number | undefined): SessionAction[] {
     const staging = this.#staging;
     if (!staging) throw unexpected(frame.type, 'subscribed');
     switch (frame.type) {
       case 'batch':
-        staging.stageBatch(frame);
+        staging.stageBatch(frame, wireBytes);
         return [];
       case 'quality':
         staging.stageQuality(frame);

@@ -3,7 +3,7 @@
 // (position, ordinal) because the server delivers them that way and every frame is checked against the
 // previous one; observedAt is carried, never used for ordering.
 import { eventContentHash } from './canonical.js';
-import { isSupportedKind, parseTradeData, wireBytesOf, type ServerFrameOf, type WireEvent } from './codec.js';
+import { isSupportedKind, parseTradeData, type ServerFrameOf, type WireEvent } from './codec.js';
 import { ProtocolViolation } from './session-fence.js';
 import type { Binding, CheckpointPlan, EventDelivery, QualityNotice, StagedEvent, StartMode } from './types.js';
 
@@ -98,8 +98,12 @@ export class StagingBuffer {
     return this.#cutReached;
   }
 
-  /** Validates a batch and stages its events; throws ProtocolViolation, WireError or StagingBoundExceeded. */
-  stageBatch(frame: ServerFrameOf<'batch'>): void {
+  /**
+   * Validates a batch and stages its events; throws ProtocolViolation, WireError or StagingBoundExceeded.
+   * `wireBytes`: the size of the message it was decoded from (decodeServerFrame's), absent for a frame built in
+   * memory.
+   */
+  stageBatch(frame: ServerFrameOf<'batch'>, wireBytes?: number): void {
     this.#checkGeneration('batch', frame.generation);
     const floor = Math.max(this.#checkpointPosition, this.#lastBatchPosition ?? this.#checkpointPosition);
     if (frame.position <= floor) {
@@ -137,7 +141,7 @@ export class StagingBuffer {
     // Staged straight into the buffer; a batch that fails validation or a bound is taken out again.
     const events = this.#events;
     const stagedBefore = events.length;
-    const bytes = frame.events.length === 0 ? 0 : batchBytes(frame);
+    const bytes = frame.events.length === 0 ? 0 : (wireBytes ?? jsonBytes(frame));
     const receivedAt = this.#ctx.now();
     try {
       let previousOrdinal = 0;
@@ -269,11 +273,11 @@ export class StagingBuffer {
 }
 
 /**
- * Size of a batch's events as delivered: the message it was decoded from (known without serialising again), or
- * for a frame built in memory its JSON. A bound on memory, not an exact wire size.
+ * Size of a batch built in memory, as its JSON; a decoded one is counted at the message it came from, known
+ * without serialising again. A bound on memory, not an exact wire size.
  */
-function batchBytes(frame: ServerFrameOf<'batch'>): number {
-  return wireBytesOf(frame) ?? Buffer.byteLength(JSON.stringify(frame), 'utf8');
+function jsonBytes(frame: ServerFrameOf<'batch'>): number {
+  return Buffer.byteLength(JSON.stringify(frame), 'utf8');
 }
 
 /** Stable merge by position: the snapshot's notice precedes a streamed one at the same position. */

@@ -54,7 +54,10 @@ export class ScriptClient {
         ? Buffer.concat(data).toString('utf8')
         : Buffer.from(data as ArrayBuffer).toString('utf8');
       try {
-        this.received.push({ raw, frame: decodeServerFrame(raw, { isBinary, maxFrameBytes: this.maxFrameBytes }) });
+        this.received.push({
+          raw,
+          frame: decodeServerFrame(raw, { isBinary, maxFrameBytes: this.maxFrameBytes }).frame,
+        });
       } catch (err) {
         if (!(err instanceof WireError)) throw err;
         this.received.push({ raw, error: err });

@@ -88,7 +88,7 @@ describe('codec fast paths agree with the zod schemas', () => {
         const expected = zodOutcome(serverFrameSchema, JSON.parse(text));
         let actual: string;
         try {
-          actual = JSON.stringify(decodeServerFrame(text));
+          actual = JSON.stringify(decodeServerFrame(text).frame);
         } catch (error) {
           expect(error).toBeInstanceOf(WireError);
           actual = 'invalid';

@@ -123,11 +123,15 @@ describe('StagingBuffer', () => {
   it('counts a decoded batch at the size of the message it came from, and refuses one beyond maxBytes', () => {
     const message = Buffer.from(JSON.stringify(batch(11, [1, 2])));
     const staging = buffer({ limits: { maxEvents: 100, maxBytes: message.length * 2, maxAgeMs: 1_000 } });
-    staging.stageBatch(decodeServerFrame(message) as ServerFrameOf<'batch'>);
+    const decoded = decodeServerFrame(message);
+    staging.stageBatch(decoded.frame as ServerFrameOf<'batch'>, decoded.bytes);
     expect(staging.size).toMatchObject({ events: 2, bytes: message.length, batches: 1 });
     // The same events padded with whitespace: a larger message, over the remaining budget.
     const padded = Buffer.from(`${JSON.stringify(batch(12, [1, 2]))}${' '.repeat(message.length)}`);
-    expect(() => staging.stageBatch(decodeServerFrame(padded) as ServerFrameOf<'batch'>)).toThrow(StagingBoundExceeded);
+    const paddedDecoded = decodeServerFrame(padded);
+    expect(() => staging.stageBatch(paddedDecoded.frame as ServerFrameOf<'batch'>, paddedDecoded.bytes)).toThrow(
+      StagingBoundExceeded,
+    );
     // A refused batch leaves nothing of itself staged.
     expect(staging.size).toMatchObject({ events: 2, bytes: message.length, batches: 1 });
   });

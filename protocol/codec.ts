@@ -63,6 +63,23 @@ const wireEventSchema = z.object({
 
 const serverBase = { v: z.literal(WIRE_VERSION), frameSequence: positiveInt };
 
+/** Why a token can no longer be served: the stream's `reset_required` and the page source's 410 alike. */
+const resetFields = {
+  reason: z.enum(['cursor_expired', 'history_unavailable', 'history_rebuilt']),
+  token: z.string(),
+  history: historySchema,
+};
+
+/** The stream's error codes, which the page source's errors use too. */
+const errorCodeSchema = z.enum([
+  'unauthorized',
+  'cursor_mismatch',
+  'overloaded',
+  'slow_consumer',
+  'stale_generation',
+  'protocol_violation',
+]);
+
 const mappingSchema = z.object({ market: nonEmpty, outcome: nonEmpty });
 const qualityScopeSchema = z.object({ scope: nonEmpty, state: qualityStateSchema, lastPosition: nonNegativeInt });
 
@@ -134,21 +151,12 @@ export const serverFrameSchema = z.discriminatedUnion('type', [
   z.object({
     ...serverBase,
     type: z.literal('reset_required'),
-    reason: z.enum(['cursor_expired', 'history_unavailable', 'history_rebuilt']),
-    token: z.string(),
-    history: historySchema,
+    ...resetFields,
   }),
   z.object({
     ...serverBase,
     type: z.literal('error'),
-    code: z.enum([
-      'unauthorized',
-      'cursor_mismatch',
-      'overloaded',
-      'slow_consumer',
-      'stale_generation',
-      'protocol_violation',
-    ]),
+    code: errorCodeSchema,
     retryable: z.boolean(),
     retryAfterMs: nonNegativeInt.optional(),
     message: z.string(),
@@ -415,23 +423,12 @@ export const pageResponseSchema = z.object({
 export type PageResponse = z.infer<typeof pageResponseSchema>;
 
 /** 410: the cursor can no longer be served (same meaning as the stream's `reset_required`). */
-export const pageResetSchema = z.object({
-  reason: z.enum(['cursor_expired', 'history_unavailable', 'history_rebuilt']),
-  token: z.string(),
-  history: historySchema,
-});
+export const pageResetSchema = z.object(resetFields);
 export type PageReset = z.infer<typeof pageResetSchema>;
 
 /** 4xx/5xx other than 410: `code` uses the stream's error codes. */
 export const pageErrorSchema = z.object({
-  code: z.enum([
-    'unauthorized',
-    'cursor_mismatch',
-    'overloaded',
-    'slow_consumer',
-    'stale_generation',
-    'protocol_violation',
-  ]),
+  code: errorCodeSchema,
   message: z.string(),
 });
 export type PageError = z.infer<typeof pageErrorSchema>;

@@ -1,7 +1,7 @@
 // Deliberate breaches of the contract, and the decisions that fire them. The stream connections and the page
 // endpoint ask here whether a fault applies now; a one-shot fault is cleared as it fires, a recurring one stays
 // armed until a test (or the operator of a standalone simulator) removes it from `server.faults`.
-import type { JournalEvent } from './journal.js';
+import type { JournalEvent } from './journal-types.js';
 
 export type FrameSequenceFaultMode = 'duplicate' | 'skip' | 'reorder';
 

@@ -2,7 +2,7 @@
 // mappings frozen for it. Shared by the stream connections and the page endpoint.
 import type { Mappings, StreamFilter } from '../protocol/codec.js';
 import { compareDecimal, mulDecimal, parseDecimal, type Decimal } from '../protocol/decimal.js';
-import type { JournalEvent } from './journal.js';
+import type { JournalEvent } from './journal-types.js';
 
 export type EventMatcher = (event: JournalEvent) => boolean;
 

@@ -1,47 +1,34 @@
-// The append-only journal behind the reference server: transitions at strictly increasing positions,
-// each with 1..n source events and optional quality changes. A seeded generator produces realistic
-// Polymarket activity (whales and small wallets trading Yes/No tokens, corrections of earlier trades,
-// jittered observedAt), so every test and benchmark can rebuild the exact same stream from a seed.
+// The append-only journal behind the reference server: transitions at strictly increasing positions, each with
+// 1..n source events and optional quality changes, generated from a seed (journal-generator.ts) so that every test
+// and benchmark can rebuild the exact same stream, appended to live, or loaded from a file (journal-format.ts).
 // Generated transitions are not kept: the journal keeps the generator's state at the start of each run of
 // `runLength` generated transitions and regenerates a run when it is read (the `cachedRuns` most recently read
 // ones kept), so memory is bounded by the cache, not by the journal's length: small at hundreds of thousands of
 // transitions and under long live appends. Only transitions that were not generated here (explicit appends,
 // redeliveries, a loaded file) are stored.
-import { createReadStream } from 'node:fs';
-import { open } from 'node:fs/promises';
-import { createInterface } from 'node:readline';
-import { z } from 'zod';
-import { isoTimestamp } from './iso-timestamp.js';
 import { canonicalJson } from '../protocol/canonical.js';
-import type { History, Mappings, QualityScope, QualityState } from '../protocol/codec.js';
-
-export interface JournalEvent {
-  ordinal: number;
-  eventId: string;
-  kind: string;
-  entityId: string;
-  revision: number;
-  observedAt: string;
-  data: Record<string, unknown>;
-}
-
-export interface QualityChange {
-  scope: string;
-  state: QualityState;
-}
-
-export interface Transition {
-  position: number;
-  events: JournalEvent[];
-  quality: QualityChange[];
-}
-
-/** An event to append; the journal assigns the ordinal and, when absent, the eventId. */
-export type NewEvent = Omit<JournalEvent, 'ordinal' | 'eventId'> & { eventId?: string };
-export interface NewTransition {
-  events: NewEvent[];
-  quality?: QualityChange[];
-}
+import type { History, Mappings, QualityScope } from '../protocol/codec.js';
+import { isoTimestamp } from './iso-timestamp.js';
+import { readJournalFile, writeJournalFile } from './journal-format.js';
+import {
+  ActivityGenerator,
+  buildUniverse,
+  DEFAULT_ACTIVITY,
+  DEFAULT_SCOPES,
+  DEFAULT_START_TIME,
+  eventIdOf,
+  generatedContent,
+  type GeneratorState,
+  type TransitionContent,
+  type UniverseSize,
+} from './journal-generator.js';
+import {
+  JournalError,
+  type JournalEvent,
+  type NewTransition,
+  type QualityChange,
+  type Transition,
+} from './journal-types.js';
 
 export interface GeneratorOptions {
   seed: number;
@@ -62,293 +49,6 @@ export interface GeneratorOptions {
   cachedRuns?: number;
 }
 
-export const DEFAULT_SCOPES = ['polymarket:clob', 'polymarket:chain'] as const;
-
-/** A small, fast, seedable PRNG: deterministic across platforms (32-bit integer arithmetic only). */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-const TOPICS = [
-  'btc',
-  'eth',
-  'sol',
-  'fed',
-  'election',
-  'nba',
-  'nfl',
-  'oscars',
-  'gdp',
-  'cpi',
-  'spacex',
-  'ai',
-  'oil',
-  'gold',
-];
-const VERBS = ['above', 'below', 'wins', 'cuts-rates', 'hits', 'launches', 'passes', 'beats'];
-const MONTHS = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];
-
-interface Universe {
-  markets: string[];
-  /** asset id -> market and outcome; each market has a Yes and a No token. */
-  mappings: Mappings;
-  assetsByMarket: Map<string, [string, string]>;
-  whales: string[];
-  smallWallets: string[];
-}
-
-function buildUniverse(
-  opts: Required<Pick<GeneratorOptions, 'seed' | 'markets' | 'whales' | 'smallWallets'>>,
-): Universe {
-  const rng = mulberry32(opts.seed ^ 0x5eed);
-  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rng() * xs.length)] as T;
-  const digits = (n: number): string =>
-    Array.from({ length: n }, (_, i) => String(Math.floor(rng() * 10) || (i === 0 ? 1 : 0))).join('');
-  const hex = (n: number): string => Array.from({ length: n }, () => Math.floor(rng() * 16).toString(16)).join('');
-  const markets: string[] = [];
-  const mappings: Mappings = {};
-  const assetsByMarket = new Map<string, [string, string]>();
-  for (let i = 0; i < opts.markets; i++) {
-    const market = `will-${pick(TOPICS)}-${pick(VERBS)}-${pick(MONTHS)}-${2026 + (i % 2)}-${i}`;
-    const yes = digits(40);
-    const no = digits(40);
-    markets.push(market);
-    mappings[yes] = { market, outcome: 'Yes' };
-    mappings[no] = { market, outcome: 'No' };
-    assetsByMarket.set(market, [yes, no]);
-  }
-  const whales = Array.from({ length: opts.whales }, () => `0x${hex(40)}`);
-  const smallWallets = Array.from({ length: opts.smallWallets }, () => `0x${hex(40)}`);
-  return { markets, mappings, assetsByMarket, whales, smallWallets };
-}
-
-interface KnownTrade {
-  entityId: string;
-  revision: number;
-  data: Record<string, unknown>;
-}
-
-interface GeneratorSettings {
-  correctionRate: number;
-  qualityRate: number;
-  maxEventsPerTransition: number;
-  scopes: readonly string[];
-}
-
-/** Everything the generator's next transitions depend on: restoring it regenerates them exactly. */
-interface GeneratorState {
-  universe: Universe;
-  settings: GeneratorSettings;
-  rngState: number;
-  recentTrades: KnownTrade[];
-  clockMs: number;
-  entitySeq: number;
-}
-
-const HEX_BYTE = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'));
-
-/** Produces the next transitions of a seeded market; its state continues across calls (live appends). */
-class ActivityGenerator {
-  /** mulberry32's state, kept here so that it can be saved and restored. */
-  private rngState: number;
-  /** Recent trades are the correction targets (a bounded window keeps generation O(1) per event). */
-  private recentTrades: KnownTrade[] = [];
-  private readonly tradesById = new Map<string, KnownTrade>();
-  private clockMs: number;
-  private entitySeq = 0;
-
-  constructor(
-    private readonly universe: Universe,
-    rngSeed: number,
-    private readonly settings: GeneratorSettings,
-    startMs: number,
-  ) {
-    this.rngState = rngSeed >>> 0;
-    this.clockMs = startMs;
-  }
-
-  /** The same sequence as mulberry32(rngSeed). */
-  private rng(): number {
-    return this.rngUint32() / 4294967296;
-  }
-
-  /** mulberry32's next output as the unsigned 32-bit integer it divides by 2^32 (exactly: a power of two). */
-  private rngUint32(): number {
-    this.rngState = (this.rngState + 0x6d2b79f5) >>> 0;
-    let t = this.rngState;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (t ^ (t >>> 14)) >>> 0;
-  }
-
-  /** A copy of the state (corrections mutate the window's trades, so they are copied too). */
-  snapshot(): GeneratorState {
-    return {
-      universe: this.universe,
-      settings: this.settings,
-      rngState: this.rngState,
-      recentTrades: this.recentTrades.map((t) => ({ ...t })),
-      clockMs: this.clockMs,
-      entitySeq: this.entitySeq,
-    };
-  }
-
-  static restore(state: GeneratorState): ActivityGenerator {
-    const generator = new ActivityGenerator(state.universe, 0, state.settings, state.clockMs);
-    generator.rngState = state.rngState;
-    generator.entitySeq = state.entitySeq;
-    generator.recentTrades = state.recentTrades.map((t) => ({ ...t }));
-    for (const trade of generator.recentTrades) generator.tradesById.set(trade.entityId, trade);
-    return generator;
-  }
-
-  /** Makes trades already in the journal (a loaded file) available as correction targets. */
-  remember(event: JournalEvent): void {
-    if (event.kind !== 'trade' && event.kind !== 'correction') return;
-    const known = this.tradesById.get(event.entityId);
-    if (known) {
-      // A redelivered older revision (an overlapping redelivery) does not roll the entity back.
-      if (event.revision >= known.revision) {
-        known.revision = event.revision;
-        known.data = event.data;
-      }
-    } else {
-      this.track({ entityId: event.entityId, revision: event.revision, data: event.data });
-    }
-    this.entitySeq += 1;
-    const observed = Date.parse(event.observedAt);
-    if (Number.isFinite(observed) && observed > this.clockMs) this.clockMs = observed;
-  }
-
-  next(): NewTransition {
-    const count = 1 + Math.floor(this.rng() * this.settings.maxEventsPerTransition);
-    this.clockMs += 500 + Math.floor(this.rng() * 2500);
-    const events: NewEvent[] = [];
-    for (let i = 0; i < count; i++) {
-      const target =
-        this.recentTrades.length > 0 && this.rng() < this.settings.correctionRate
-          ? this.recentTrades[Math.floor(this.rng() * this.recentTrades.length)]
-          : undefined;
-      events.push(target ? this.correction(target) : this.trade());
-    }
-    const quality: QualityChange[] = [];
-    if (this.rng() < this.settings.qualityRate) {
-      const scope = this.settings.scopes[Math.floor(this.rng() * this.settings.scopes.length)] ?? DEFAULT_SCOPES[0];
-      const r = this.rng();
-      quality.push({ scope, state: r < 0.6 ? 'ok' : r < 0.9 ? 'degraded' : 'gap' });
-    }
-    return { events, quality };
-  }
-
-  private observedAt(): string {
-    // Up to ±4 s of jitter: observedAt is not monotonic, consumers must order by journal position.
-    return isoTimestamp(this.clockMs + Math.floor((this.rng() - 0.5) * 8000));
-  }
-
-  private trade(): NewEvent {
-    const u = this.universe;
-    const market = u.markets[Math.floor(this.rng() * u.markets.length)] as string;
-    const [yes, no] = u.assetsByMarket.get(market) as [string, string];
-    const whale = this.rng() < 0.15;
-    const wallet = whale
-      ? u.whales[Math.floor(this.rng() * u.whales.length)]
-      : u.smallWallets[Math.floor(this.rng() * u.smallWallets.length)];
-    const data = {
-      market,
-      asset: this.rng() < 0.5 ? yes : no,
-      side: this.rng() < 0.5 ? 'BUY' : 'SELL',
-      price: this.price(),
-      size: this.size(whale),
-      wallet: wallet as string,
-      txHash: `0x${this.hex32()}`,
-    };
-    this.entitySeq += 1;
-    const entityId = `trade-${this.entitySeq.toString(36).padStart(6, '0')}-${data.txHash.slice(2, 10)}`;
-    this.track({ entityId, revision: 1, data });
-    return { kind: 'trade', entityId, revision: 1, observedAt: this.observedAt(), data };
-  }
-
-  private correction(target: KnownTrade): NewEvent {
-    target.revision += 1;
-    const data = { ...target.data, price: this.price(), size: this.size(Number(target.data.size) >= 1000) };
-    target.data = data;
-    return {
-      kind: 'correction',
-      entityId: target.entityId,
-      revision: target.revision,
-      observedAt: this.observedAt(),
-      data,
-    };
-  }
-
-  private track(trade: KnownTrade): void {
-    this.recentTrades.push(trade);
-    this.tradesById.set(trade.entityId, trade);
-    if (this.recentTrades.length > 512) {
-      const dropped = this.recentTrades.shift() as KnownTrade;
-      this.tradesById.delete(dropped.entityId);
-    }
-  }
-
-  /**
-   * 64 hex digits, 8 per draw, byte by byte from a table: what Math.floor(rng() * 2^32).toString(16).padStart(8, '0')
-   * gives, without the slow radix conversion of a double (it was a fifth of the server's CPU while regenerating).
-   */
-  private hex32(): string {
-    let out = '';
-    for (let i = 0; i < 8; i++) {
-      const x = this.rngUint32();
-      out += HEX_BYTE[x >>> 24]! + HEX_BYTE[(x >>> 16) & 0xff]! + HEX_BYTE[(x >>> 8) & 0xff]! + HEX_BYTE[x & 0xff]!;
-    }
-    return out;
-  }
-
-  private price(): string {
-    return `0.${String(1 + Math.floor(this.rng() * 998)).padStart(3, '0')}`;
-  }
-
-  private size(whale: boolean): string {
-    const whole = whale ? 1000 + Math.floor(this.rng() * 49_000) : 1 + Math.floor(this.rng() * 500);
-    return `${whole}.${String(Math.floor(this.rng() * 100)).padStart(2, '0')}`;
-  }
-}
-
-const journalEventSchema = z.object({
-  ordinal: z.number().int().positive(),
-  eventId: z.string().min(1),
-  kind: z.string().min(1),
-  entityId: z.string().min(1),
-  revision: z.number().int().positive(),
-  observedAt: z.string(),
-  data: z.record(z.string(), z.unknown()),
-});
-const qualityChangeSchema = z.object({ scope: z.string().min(1), state: z.enum(['ok', 'degraded', 'gap']) });
-const headerRecordSchema = z.object({
-  record: z.literal('header'),
-  historyId: z.string().min(1),
-  floor: z.number().int().positive(),
-  seed: z.number().int(),
-  scopes: z.array(z.string().min(1)),
-  universe: z.object({
-    markets: z.number().int().positive(),
-    whales: z.number().int().positive(),
-    smallWallets: z.number().int().positive(),
-  }),
-});
-const transitionRecordSchema = z.object({
-  record: z.literal('transition'),
-  position: z.number().int().positive(),
-  events: z.array(journalEventSchema).min(1),
-  quality: z.array(qualityChangeSchema),
-});
-
 export type AppendListener = (transition: Transition) => void;
 
 interface QualityLogEntry extends QualityChange {
@@ -365,12 +65,6 @@ export const DEFAULT_RUN_LENGTH = 4096;
  * generated once and never again; a longer one is regenerated run by run as readers move through it.
  */
 export const DEFAULT_CACHED_RUNS = 8;
-
-/** Transitions as the generator made them, without positions (retention and rebuilds move those). */
-interface TransitionContent {
-  events: JournalEvent[];
-  quality: QualityChange[];
-}
 
 /** A run of generated transitions: the generator's state and the event sequence before its first one. */
 interface GeneratedRun {
@@ -424,7 +118,7 @@ export class Journal {
 
   private constructor(
     readonly seed: number,
-    private readonly universeSize: { markets: number; whales: number; smallWallets: number },
+    private readonly universeSize: UniverseSize,
     settings: {
       correctionRate: number;
       qualityRate: number;
@@ -447,11 +141,11 @@ export class Journal {
       opts.seed,
       { markets: opts.markets ?? 12, whales: opts.whales ?? 5, smallWallets: opts.smallWallets ?? 200 },
       {
-        correctionRate: opts.correctionRate ?? 0.05,
-        qualityRate: opts.qualityRate ?? 0.01,
-        maxEventsPerTransition: opts.maxEventsPerTransition ?? 4,
+        correctionRate: opts.correctionRate ?? DEFAULT_ACTIVITY.correctionRate,
+        qualityRate: opts.qualityRate ?? DEFAULT_ACTIVITY.qualityRate,
+        maxEventsPerTransition: opts.maxEventsPerTransition ?? DEFAULT_ACTIVITY.maxEventsPerTransition,
         scopes: DEFAULT_SCOPES,
-        startMs: Date.parse(opts.startTime ?? '2026-01-01T00:00:00.000Z'),
+        startMs: Date.parse(opts.startTime ?? DEFAULT_START_TIME),
         historyId: `hist-${(opts.seed >>> 0).toString(16)}`,
       },
     );
@@ -463,44 +157,15 @@ export class Journal {
 
   /** Reads a journal written by `save`. Live generation continues from the loaded content. */
   static async load(file: string): Promise<Journal> {
-    const lines = createInterface({ input: createReadStream(file, 'utf8'), crlfDelay: Infinity });
-    let journal: Journal | undefined;
-    let lineNo = 0;
-    for await (const line of lines) {
-      lineNo += 1;
-      if (line.trim() === '') continue;
-      let json: unknown;
-      try {
-        json = JSON.parse(line);
-      } catch {
-        throw new JournalError('invalid_journal_file', `${file}:${lineNo} is not valid JSON`);
-      }
-      if (!journal) {
-        const header = headerRecordSchema.safeParse(json);
-        if (!header.success)
-          throw new JournalError('invalid_journal_file', `${file}:${lineNo} must be the header record`);
-        const h = header.data;
-        journal = new Journal(h.seed, h.universe, {
-          correctionRate: 0.05,
-          qualityRate: 0.01,
-          maxEventsPerTransition: 4,
-          scopes: h.scopes,
-          startMs: 0,
-          historyId: h.historyId,
-        });
-        journal.floorValue = h.floor;
-        continue;
-      }
-      const parsed = transitionRecordSchema.safeParse(json);
-      if (!parsed.success)
-        throw new JournalError(
-          'invalid_journal_file',
-          `${file}:${lineNo}: ${parsed.error.issues[0]?.message ?? 'invalid transition'}`,
-        );
-      const { record: _record, ...transition } = parsed.data;
-      journal.insert(transition, { redelivery: true });
-    }
-    if (!journal) throw new JournalError('invalid_journal_file', `${file} is empty`);
+    const { header, transitions } = await readJournalFile(file);
+    const journal = new Journal(header.seed, header.universe, {
+      ...DEFAULT_ACTIVITY,
+      scopes: header.scopes,
+      startMs: 0,
+      historyId: header.historyId,
+    });
+    journal.floorValue = header.floor;
+    for await (const transition of transitions) journal.insert(transition, { redelivery: true });
     // Live appends continue deterministically from where the file ends.
     journal.generator = journal.reseededGenerator();
     for (const t of journal.range(0, journal.head)) for (const e of t.events) journal.generator.remember(e);
@@ -511,27 +176,13 @@ export class Journal {
   /** Writes the header and every retained transition, a line each, streaming (the journal may be large). */
   async save(file: string): Promise<void> {
     const header = {
-      record: 'header',
       historyId: this.historyIdValue,
       floor: this.floorValue,
       seed: this.seed,
       scopes: this.scopes,
       universe: this.universeSize,
     };
-    const handle = await open(file, 'w');
-    try {
-      let chunk = `${JSON.stringify(header)}\n`;
-      for (const t of this.range(0, this.headPosition)) {
-        chunk += `${JSON.stringify({ record: 'transition', ...t })}\n`;
-        if (chunk.length > 1 << 20) {
-          await handle.write(chunk, null, 'utf8');
-          chunk = '';
-        }
-      }
-      await handle.write(chunk, null, 'utf8');
-    } finally {
-      await handle.close();
-    }
+    await writeJournalFile(file, header, this.range(0, this.headPosition));
   }
 
   get historyId(): string {
@@ -896,56 +547,13 @@ export class Journal {
   private reseededGenerator(): ActivityGenerator {
     const universe = buildUniverse({ seed: this.seed, ...this.universeSize });
     const last = this.at(this.size - 1)?.events.at(-1);
-    const startMs = last ? Date.parse(last.observedAt) : Date.parse('2026-01-01T00:00:00.000Z');
+    const startMs = last ? Date.parse(last.observedAt) : Date.parse(DEFAULT_START_TIME);
     return new ActivityGenerator(
       universe,
       (this.seed ^ this.headPosition) >>> 0,
-      {
-        correctionRate: 0.05,
-        qualityRate: 0.01,
-        maxEventsPerTransition: 4,
-        scopes: this.scopes,
-      },
+      { ...DEFAULT_ACTIVITY, scopes: this.scopes },
       Number.isFinite(startMs) ? startMs : 0,
     );
-  }
-}
-
-function eventIdOf(seed: number, seq: number): string {
-  return `ev-${(seed >>> 0).toString(16)}-${seq.toString(36).padStart(7, '0')}`;
-}
-
-/** A generated transition's events as `append` writes them: ordinals, and eventIds after `eventSeq`. */
-function generatedContent(next: NewTransition, eventSeq: number, seed: number): TransitionContent {
-  let seq = eventSeq;
-  // Built field by field, in the order a spread of the generated event would give: a spread cost more than the
-  // rest of generating the event.
-  const events = next.events.map((e, i): JournalEvent => ({
-    kind: e.kind,
-    entityId: e.entityId,
-    revision: e.revision,
-    observedAt: e.observedAt,
-    data: e.data,
-    ordinal: i + 1,
-    eventId: eventIdOf(seed, (seq += 1)),
-  }));
-  return { events, quality: next.quality ?? [] };
-}
-
-export class JournalError extends Error {
-  override readonly name = 'JournalError';
-  constructor(
-    readonly code:
-      | 'invalid_journal_file'
-      | 'empty_transition'
-      | 'invalid_floor'
-      | 'invalid_shift'
-      | 'position_not_increasing'
-      | 'duplicate_event_id'
-      | 'unknown_event_id',
-    message: string,
-  ) {
-    super(message);
   }
 }
 

@@ -15,7 +15,8 @@ import {
 import { filterHash as computeFilterHash } from '../protocol/canonical.js';
 import { takePageExpired, takePageNonAdvancing, takePageOverlap, type FaultPlan } from './faults.js';
 import { compileFilter, type EventMatcher } from './filter.js';
-import type { Journal, Transition } from './journal.js';
+import type { Journal } from './journal.js';
+import type { Transition } from './journal-types.js';
 import type { TokenSigner } from './tokens.js';
 
 /** Transitions one page scans at most, so that a sparse filter answers a zero-item page with a new cursor. */

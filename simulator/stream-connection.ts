@@ -25,7 +25,8 @@ import {
   type FaultPlan,
 } from './faults.js';
 import { compileFilter, mappingsFor, type EventMatcher } from './filter.js';
-import type { Journal, JournalEvent, Transition } from './journal.js';
+import type { Journal } from './journal.js';
+import type { JournalEvent, Transition } from './journal-types.js';
 import type { TokenClaims, TokenSigner } from './tokens.js';
 
 export interface AckRecord {

@@ -24,7 +24,8 @@ import {
   parseDecimal,
   type Decimal,
 } from '../../protocol/decimal.js';
-import { Journal, type NewEvent } from '../../simulator/journal.js';
+import { Journal } from '../../simulator/journal.js';
+import type { NewEvent } from '../../simulator/journal-types.js';
 import { ReferenceStreamServer } from '../../simulator/server.js';
 import { useTestDatabase } from '../support/db.js';
 import { allEvents } from './consume-stream-support.js';

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { OutboxDispatcher } from '../../activities/outbox.js';
 import { loadCommitted } from '../../db/index.js';
-import type { NewEvent } from '../../simulator/journal.js';
+import type { NewEvent } from '../../simulator/journal-types.js';
 import { ReferenceStreamServer } from '../../simulator/server.js';
 import type { consumerWorkflow } from '../../workflows/index.js';
 import {

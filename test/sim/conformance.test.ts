@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { PROTOCOL_NAME, type ServerFrame, type StreamFilter } from '../../protocol/codec.js';
 import { filterHash } from '../../protocol/canonical.js';
 import { compareDecimal, notional, parseDecimal } from '../../protocol/decimal.js';
-import type { JournalEvent } from '../../simulator/journal.js';
+import type { JournalEvent } from '../../simulator/journal-types.js';
 import type { ScriptClient } from '../support/script-client.js';
 import { API_KEY, ofType, replayFrames, subscribe, useHarness } from './harness.js';
 

@@ -6,7 +6,8 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { tradeDataSchema } from '../../protocol/codec.js';
 import { isoTimestamp } from '../../simulator/iso-timestamp.js';
-import { Journal, JournalError, type Transition } from '../../simulator/journal.js';
+import { Journal } from '../../simulator/journal.js';
+import { JournalError, type Transition } from '../../simulator/journal-types.js';
 
 function all(journal: Journal): Transition[] {
   return [...journal.range(0, journal.head)];

@@ -33,16 +33,10 @@ import {
 import type { StreamFilter } from '../protocol/codec.js';
 import { redactSecret } from '../protocol/redact.js';
 import type { CommittedState } from '../protocol/types.js';
-import {
-  checkpointSummary,
-  runReportOf,
-  consumeStream as runConsumeStream,
-  type ConsumeStreamConfig,
-  type ConsumeStreamDeps,
-  type ConsumeStreamLog,
-} from './consume-stream.js';
+import { checkpointSummary, runReportOf, consumeStream as runConsumeStream } from './consume-stream.js';
 import { workflowProgressReporter } from './progress-reporter.js';
 import { DatabaseBehind, LeaseLost, StreamTransportError } from './stream-errors.js';
+import type { ConsumeStreamConfig, ConsumeStreamDeps, ConsumeStreamLog } from './stream-ports.js';
 import {
   AWAITING_DECISION_REASONS,
   noMetrics,

@@ -19,7 +19,7 @@ import {
   stagePageEvents,
 } from '../protocol/pages.js';
 import { NO_ACTIONS, type ActionRules, type QuarantinePolicy, type StagedEvent } from '../protocol/types.js';
-import type { ConsumeStreamLog } from './consume-stream.js';
+import type { ConsumeStreamLog } from './stream-ports.js';
 import { requestPage, type PageAnswer, type PageFailureCode, type PageSourceConfig } from './page-source.js';
 
 export interface PageConsumerConfig extends PageSourceConfig {

@@ -6,7 +6,7 @@
 // per signal sent (never per event or frame); a failed read sends the reading without them.
 import { Context } from '@temporalio/activity';
 import type { AlertFigures, ProgressReading } from '../protocol/progress.js';
-import type { ConsumeStreamLog } from './consume-stream.js';
+import type { ConsumeStreamLog } from './stream-ports.js';
 import { PROGRESS_SIGNAL_NAME, type RunReport, type StreamProgressReport } from './types.js';
 
 /** At most one progress signal per this long: about 4,300 signals a day per streaming consumer. */

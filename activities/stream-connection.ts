@@ -17,8 +17,8 @@ import type { RecentExecutions } from '../db/recent-executions.js';
 import { InvalidPlan } from '../domain/errors.js';
 import { withinBound } from './commit-bound.js';
 import { describeConflict, unreachable } from '../domain/outcomes.js';
-import type { ConsumeStreamDeps, ConsumeStreamLog } from './consume-stream.js';
 import { LeaseLost, StreamTransportError, type StreamTransportCode } from './stream-errors.js';
+import type { ConsumeStreamDeps, ConsumeStreamLog } from './stream-ports.js';
 import type { ConsumeOutcome, StreamCounters } from './types.js';
 
 /** Received frames waiting behind the one being handled (and its commit) before the socket stops reading. */

@@ -10,7 +10,7 @@ import {
 } from '../protocol/types.js';
 import { DEFAULT_ALERT_CONCURRENCY } from '../activities/outbox.js';
 import { DEFAULT_WEBHOOK_TIMEOUT_MS } from '../activities/webhook.js';
-import type { ConsumeStreamConfig } from '../activities/consume-stream.js';
+import type { ConsumeStreamConfig } from '../activities/stream-ports.js';
 import { commitBoundMs, DEFAULT_SESSION_BOUNDS, type SessionBounds } from '../db/session-settings.js';
 import { DEFAULT_HEARTBEAT_TIMEOUT_MS, DEFAULT_LEASE_MS, TASK_QUEUE } from '../workflows/definitions.js';
 import { LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from './logger.js';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { Worker, type NativeConnection } from '@temporalio/worker';
 import type pg from 'pg';
 import { createActivities, type Activities, type ActivityDeps } from '../activities/index.js';
-import type { ConsumeStreamLog } from '../activities/consume-stream.js';
+import type { ConsumeStreamLog } from '../activities/stream-ports.js';
 import { leaseTaskQueue } from '../workflows/definitions.js';
 import { COMPILED, PACKAGE_ROOT, WORKFLOW_BUNDLE_FILE } from './build-info.js';
 import type { WorkerConfig } from './config.js';

@@ -2,7 +2,8 @@
 // server's journal independently so a test can say "every effect exactly once".
 import type pg from 'pg';
 import { acquireLease, commitCheckpoints } from '../../db/index.js';
-import { consumeStream, type ConsumeStreamDeps } from '../../activities/consume-stream.js';
+import { consumeStream } from '../../activities/consume-stream.js';
+import type { ConsumeStreamDeps } from '../../activities/stream-ports.js';
 import type { ConsumeOutcome, ConsumeStreamInput, StartDirective, StreamHeartbeat } from '../../activities/types.js';
 import { notional } from '../../protocol/decimal.js';
 import { Journal } from '../../simulator/journal.js';

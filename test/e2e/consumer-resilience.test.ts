@@ -2,7 +2,8 @@
 // lease) can neither commit nor ACK, and continue-as-new carries the consumer's state into the next run.
 import { Context } from '@temporalio/activity';
 import { describe, expect, it } from 'vitest';
-import { consumeStream, type ConsumeStreamDeps } from '../../activities/consume-stream.js';
+import { consumeStream } from '../../activities/consume-stream.js';
+import type { ConsumeStreamDeps } from '../../activities/stream-ports.js';
 import { poolStore } from '../../activities/index.js';
 import type { ConsumeOutcome } from '../../activities/types.js';
 import { useTestDatabase } from '../support/db.js';

@@ -11,7 +11,7 @@ import type { FaultPlan } from './faults.js';
 import type { Journal } from './journal.js';
 import { sendJson, servePage } from './pages.js';
 import {
-  StreamConnection,
+  ServerConnection,
   type AckRecord,
   type ConnectionHost,
   type ConnectionRecord,
@@ -19,7 +19,7 @@ import {
   type ConnectionSettings,
   type RejectedAckRecord,
   type SubscriptionRecord,
-} from './stream-connection.js';
+} from './server-connection.js';
 import { TokenSigner } from './tokens.js';
 
 export type { FaultPlan, FrameSequenceFault, PageOverlapFault } from './faults.js';
@@ -29,7 +29,7 @@ export type {
   ConnectionRecord,
   RejectedAckRecord,
   SubscriptionRecord,
-} from './stream-connection.js';
+} from './server-connection.js';
 
 export interface ReferenceServerOptions {
   journal: Journal;
@@ -70,8 +70,8 @@ export class ReferenceStreamServer implements ConnectionHost {
   /** @internal */ readonly settings: ConnectionSettings;
   /** @internal */ readonly signer: TokenSigner;
   private readonly apiKeys: readonly string[];
-  private readonly openConnections = new Set<StreamConnection>();
-  private readonly activeByBinding = new Map<string, StreamConnection>();
+  private readonly openConnections = new Set<ServerConnection>();
+  private readonly activeByBinding = new Map<string, ServerConnection>();
   private readonly generations = new Map<string, number>();
   private readonly detachJournal: Array<() => void>;
   private connectionCount = 0;
@@ -186,7 +186,7 @@ export class ReferenceStreamServer implements ConnectionHost {
    * @internal Makes `connection` the active one of its binding; the previous one is closed unless a fault keeps
    * it draining.
    */
-  activate(connection: StreamConnection, consumerId: string, subscriptionId: string): void {
+  activate(connection: ServerConnection, consumerId: string, subscriptionId: string): void {
     const key = bindingKey(consumerId, subscriptionId);
     const previous = this.activeByBinding.get(key);
     this.activeByBinding.set(key, connection);
@@ -211,7 +211,7 @@ export class ReferenceStreamServer implements ConnectionHost {
     this.connectionCount += 1;
     const connectionId = `conn-${this.connectionCount}-${randomBytes(4).toString('hex')}`;
     const record: ConnectionRecord = { connectionId, openedAt: new Date(), closed: false };
-    const connection = new StreamConnection(this, ws, record, socket);
+    const connection = new ServerConnection(this, ws, record, socket);
     this.openConnections.add(connection);
     ws.once('close', () => {
       this.openConnections.delete(connection);

@@ -101,7 +101,7 @@ export interface ConnectionHost {
   issuedGeneration(consumerId: string, subscriptionId: string): number;
   recordGeneration(consumerId: string, subscriptionId: string, generation: number): void;
   /** Makes `connection` the active one of its binding (the previous one is superseded). */
-  activate(connection: StreamConnection, consumerId: string, subscriptionId: string): void;
+  activate(connection: ServerConnection, consumerId: string, subscriptionId: string): void;
   report<K extends keyof ConnectionReports>(kind: K, value: ConnectionReports[K]): void;
   disconnected(record: ConnectionRecord): void;
 }
@@ -123,7 +123,7 @@ interface ActiveBinding {
 
 type ConnectionState = 'awaiting_auth' | 'awaiting_subscribe' | 'replay' | 'live' | 'closed';
 
-export class StreamConnection {
+export class ServerConnection {
   private state: ConnectionState = 'awaiting_auth';
   private sequence = 0;
   /** Frames built so far (a duplicate-sequence fault makes this differ from `sequence`). */

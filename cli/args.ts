@@ -12,7 +12,7 @@ import {
   type GapDecision,
   type QuarantineDecision,
 } from '../domain/decisions.js';
-import type { BackfillPhase, ConsumerPhase } from '../workflows/definitions.js';
+import { BACKFILL_PHASES, CONSUMER_PHASES, INITIAL_STARTS, type InitialStart } from '../workflows/definitions.js';
 
 export class CliUsageError extends Error {
   readonly code = 'usage';
@@ -26,21 +26,8 @@ export class CliUsageError extends Error {
   }
 }
 
-export const INITIAL_STARTS = ['live_cut', 'from_floor'] as const;
-export const CONSUMER_PHASES = [
-  'streaming',
-  'backoff',
-  'awaiting_gap_decision',
-  'awaiting_binding_decision',
-  'awaiting_quarantine_decision',
-  'paused',
-  'rebinding',
-  'completed',
-] as const satisfies readonly ConsumerPhase[];
 /** What `list --phase` accepts: a stream consumer's phases and a backfill's. */
-export const LIST_PHASES = [...CONSUMER_PHASES, 'backfilling', 'at_head', 'handing_over'] as const satisfies readonly (
-  ConsumerPhase | BackfillPhase
-)[];
+const LIST_PHASES = [...new Set([...CONSUMER_PHASES, ...BACKFILL_PHASES])];
 
 /** What `alerts list --state` accepts: `sent` is the outbox status `done`; `pending` includes alerts being sent. */
 export const ALERT_STATES = ['pending', 'dead', 'sent', 'suppressed', 'dropped'] as const;
@@ -68,7 +55,7 @@ export type CliCommand =
       consumerId: string;
       subscriptionId: string;
       filter: StreamFilter;
-      start: (typeof INITIAL_STARTS)[number];
+      start: InitialStart;
       leaseMs: number | undefined;
     }
   | { command: 'status'; consumerId: string; json: boolean }
@@ -138,95 +125,180 @@ export type CliCommand =
 
 export type CommandName = Exclude<CliCommand['command'], 'help'>;
 
-interface CommandSpec {
-  summary: string;
-  usage: string;
-  options: [flag: string, description: string][];
+/** One option of a command: its line in the command's help, and how the parser reads it. */
+interface Flag {
+  /** The option without its dashes. */
+  name: string;
+  /** The value's placeholder in help (`--consumer ID`); an option without one is a switch. */
+  arg?: string;
+  help: string;
+  /** Given once per value (`--event ID --event ID`). */
+  multiple?: true;
+  /** Of a command with actions: the actions that take it (default: every action). */
+  actions?: readonly string[];
 }
 
-const FILTER_OPTIONS: [string, string][] = [
-  ['--filter JSON', 'the whole filter as JSON, e.g. \'{"kinds":["trade"],"minNotional":"10000"}\''],
-  ['--kinds a,b', 'event kinds (instead of --filter)'],
-  ['--markets a,b', 'market ids (instead of --filter)'],
-  ['--wallets a,b', 'wallet addresses (instead of --filter)'],
-  ['--min-notional DEC', 'minimum notional in USD, a decimal string (instead of --filter)'],
-];
-const ACTOR_DEFAULT = 'default: the OS user running the command';
-const AUDIT_OPTIONS: [string, string][] = [
-  ['--actor NAME', `who decides (recorded with the decision; ${ACTOR_DEFAULT})`],
-  ['--reason TEXT', 'why (recorded with the decision; required)'],
-];
+type Values = Record<string, string | boolean | string[] | undefined>;
+/** --actor as given (never empty), else the default actor. */
+type ActorOf = (v: Values) => string;
+type Reader = (v: Values, actorOf: ActorOf) => CliCommand;
 
-export const COMMANDS: Record<CommandName, CommandSpec> = {
+interface CommandHelp {
+  summary: string;
+  usage: string;
+  flags: readonly Flag[];
+}
+/** A command's help and its reader: the flags are spelled once, for both. */
+type CommandSpec = CommandHelp &
+  (
+    | { read: Reader }
+    /** A command with actions (`alerts list`) reads each action's flags its own way. */
+    | { actions: Record<string, Reader> }
+  );
+
+/** The filter, whole as JSON or field by field; `note` says how the command uses it. */
+function filterFlags(note?: string, actions?: readonly string[]): Flag[] {
+  const flags: Flag[] = [
+    {
+      name: 'filter',
+      arg: 'JSON',
+      help: 'the whole filter as JSON, e.g. \'{"kinds":["trade"],"minNotional":"10000"}\'',
+    },
+    { name: 'kinds', arg: 'a,b', help: 'event kinds (instead of --filter)' },
+    { name: 'markets', arg: 'a,b', help: 'market ids (instead of --filter)' },
+    { name: 'wallets', arg: 'a,b', help: 'wallet addresses (instead of --filter)' },
+    { name: 'min-notional', arg: 'DEC', help: 'minimum notional in USD, a decimal string (instead of --filter)' },
+  ];
+  return flags.map((flag) => ({
+    ...flag,
+    ...(note && { help: `${flag.help}; ${note}` }),
+    ...(actions && { actions }),
+  }));
+}
+const ACTOR_DEFAULT = 'default: the OS user running the command';
+const AUDIT_FLAGS: Flag[] = [
+  { name: 'actor', arg: 'NAME', help: `who decides (recorded with the decision; ${ACTOR_DEFAULT})` },
+  { name: 'reason', arg: 'TEXT', help: 'why (recorded with the decision; required)' },
+];
+const CONSUMER_FLAG: Flag = { name: 'consumer', arg: 'ID', help: 'consumer id (required)' };
+
+export const COMMANDS: { readonly [N in CommandName]: N extends 'sim' ? CommandHelp : CommandSpec } = {
   run: {
     summary: 'the main job: local services, the reference stream, a worker and one consumer, with live progress',
     usage:
       'run [--consumer ID] [--subscription ID] [filter options] [--data-dir DIR] [--interval-ms N] [--append-every-ms N]',
-    options: [
-      ['--consumer ID', 'consumer to run (default "main")'],
-      ['--subscription ID', 'subscription id (default: the consumer id)'],
-      ...FILTER_OPTIONS.map(([f, d]): [string, string] => [f, `${d}; used on the first start only`]),
-      ['--data-dir DIR', 'where Postgres, Temporal and the reference journal persist (default .data)'],
-      ['--interval-ms N', 'progress refresh interval (default 1500)'],
-      ['--append-every-ms N', 'how often the reference stream appends a live transition (default 500)'],
+    flags: [
+      { name: 'consumer', arg: 'ID', help: 'consumer to run (default "main")' },
+      { name: 'subscription', arg: 'ID', help: 'subscription id (default: the consumer id)' },
+      ...filterFlags('used on the first start only'),
+      {
+        name: 'data-dir',
+        arg: 'DIR',
+        help: 'where Postgres, Temporal and the reference journal persist (default .data)',
+      },
+      { name: 'interval-ms', arg: 'N', help: 'progress refresh interval (default 1500)' },
+      {
+        name: 'append-every-ms',
+        arg: 'N',
+        help: 'how often the reference stream appends a live transition (default 500)',
+      },
     ],
+    read: (v) => {
+      const consumerId = optionalId('run', 'consumer', v) ?? 'main';
+      return {
+        command: 'run',
+        consumerId,
+        subscriptionId: optionalId('run', 'subscription', v) ?? consumerId,
+        filter: filterFrom('run', v, { required: false }),
+        dataDir: typeof v['data-dir'] === 'string' && v['data-dir'] !== '' ? v['data-dir'] : '.data',
+        intervalMs: optionalInt('run', 'interval-ms', v['interval-ms'], 100) ?? 1500,
+        appendEveryMs: optionalInt('run', 'append-every-ms', v['append-every-ms'], 1) ?? 500,
+      };
+    },
   },
   start: {
     summary: 'start a consumer workflow (explicit first start: live_cut or from_floor)',
     usage: 'start --consumer ID --start live_cut|from_floor [--subscription ID] [filter options] [--lease-ms N]',
-    options: [
-      ['--consumer ID', 'consumer id (required)'],
-      ['--start MODE', 'live_cut (from the head) or from_floor (everything retained); required'],
-      ['--subscription ID', 'subscription id (default: the consumer id)'],
-      ...FILTER_OPTIONS,
-      ['--lease-ms N', "how long one streaming activity runs before it returns (default: the workflow's)"],
+    flags: [
+      CONSUMER_FLAG,
+      { name: 'start', arg: 'MODE', help: 'live_cut (from the head) or from_floor (everything retained); required' },
+      { name: 'subscription', arg: 'ID', help: 'subscription id (default: the consumer id)' },
+      ...filterFlags(),
+      {
+        name: 'lease-ms',
+        arg: 'N',
+        help: "how long one streaming activity runs before it returns (default: the workflow's)",
+      },
     ],
+    read: (v) => {
+      const consumerId = requiredId('start', 'consumer', v);
+      return {
+        command: 'start',
+        consumerId,
+        subscriptionId: optionalId('start', 'subscription', v) ?? consumerId,
+        filter: filterFrom('start', v, { required: false }),
+        start: choice('start', 'start', INITIAL_STARTS, v.start),
+        leaseMs: optionalInt('start', 'lease-ms', v['lease-ms'], 1000),
+      };
+    },
   },
   status: {
     summary: 'phase, position, lag, generation, version, executions, volume, quarantine, last decision',
     usage: 'status --consumer ID [--json]',
-    options: [
-      ['--consumer ID', 'consumer id (required)'],
-      ['--json', 'print one JSON object instead of text'],
-    ],
+    flags: [CONSUMER_FLAG, { name: 'json', help: 'print one JSON object instead of text' }],
+    read: (v) => ({ command: 'status', consumerId: requiredId('status', 'consumer', v), json: v.json === true }),
   },
   'resolve-gap': {
     summary: 'decide a reset_required stop: from_floor, live_cut or abandon',
     usage: 'resolve-gap --consumer ID --decision from_floor|live_cut|abandon [--actor NAME] --reason TEXT',
-    options: [
-      ['--consumer ID', 'consumer id (required)'],
-      ['--decision D', GAP_DECISIONS.join(' | ')],
-      ...AUDIT_OPTIONS,
-    ],
+    flags: [CONSUMER_FLAG, { name: 'decision', arg: 'D', help: GAP_DECISIONS.join(' | ') }, ...AUDIT_FLAGS],
+    read: (v, actorOf) => ({
+      command: 'resolve-gap',
+      ...audited('resolve-gap', v, actorOf),
+      decision: choice('resolve-gap', 'decision', GAP_DECISIONS, v.decision),
+    }),
   },
   'resolve-binding': {
     summary: 'decide a cursor_mismatch stop: retry, from_floor, live_cut or abandon',
     usage: 'resolve-binding --consumer ID --decision retry|from_floor|live_cut|abandon [--actor NAME] --reason TEXT',
-    options: [
-      ['--consumer ID', 'consumer id (required)'],
-      ['--decision D', BINDING_DECISIONS.join(' | ')],
-      ...AUDIT_OPTIONS,
-    ],
+    flags: [CONSUMER_FLAG, { name: 'decision', arg: 'D', help: BINDING_DECISIONS.join(' | ') }, ...AUDIT_FLAGS],
+    read: (v, actorOf) => ({
+      command: 'resolve-binding',
+      ...audited('resolve-binding', v, actorOf),
+      decision: choice('resolve-binding', 'decision', BINDING_DECISIONS, v.decision),
+    }),
   },
   'resolve-quarantine': {
     summary: 'decide held quarantine: release_terminal or retry (all held events, or the named ones)',
     usage:
       'resolve-quarantine --consumer ID --decision release_terminal|retry [--event ID ...] [--actor NAME] --reason TEXT',
-    options: [
-      ['--consumer ID', 'consumer id (required)'],
-      ['--decision D', QUARANTINE_DECISIONS.join(' | ')],
-      ['--event ID', 'a held event id; repeat for several (default: all held events)'],
-      ...AUDIT_OPTIONS,
+    flags: [
+      CONSUMER_FLAG,
+      { name: 'decision', arg: 'D', help: QUARANTINE_DECISIONS.join(' | ') },
+      {
+        name: 'event',
+        arg: 'ID',
+        help: 'a held event id; repeat for several (default: all held events)',
+        multiple: true,
+      },
+      ...AUDIT_FLAGS,
     ],
+    read: readResolveQuarantine,
   },
   rebind: {
     summary: 'switch a consumer to a new filter (generation + 1), resuming from its committed token',
     usage: 'rebind --consumer ID (--filter JSON | filter options) [--actor NAME]',
-    options: [
-      ['--consumer ID', 'consumer id (required)'],
-      ...FILTER_OPTIONS,
-      ['--actor NAME', `who asks for the rebind (${ACTOR_DEFAULT})`],
+    flags: [
+      CONSUMER_FLAG,
+      ...filterFlags(),
+      { name: 'actor', arg: 'NAME', help: `who asks for the rebind (${ACTOR_DEFAULT})` },
     ],
+    read: (v, actorOf) => ({
+      command: 'rebind',
+      consumerId: requiredId('rebind', 'consumer', v),
+      filter: filterFrom('rebind', v, { required: true }),
+      actor: actorOf(v),
+    }),
   },
   'schedule-rebind': {
     summary: 'manage Temporal Schedules that rebind a consumer to a filter on a cron or interval',
@@ -234,64 +306,110 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
       'schedule-rebind create --consumer ID (--filter JSON | filter options) (--cron EXPR | --every DURATION) [--actor NAME] [--schedule-id ID]\n' +
       '       schedule-rebind list [--consumer ID] [--json]\n' +
       '       schedule-rebind delete (--schedule-id ID | --consumer ID)',
-    options: [
-      ['--consumer ID', 'consumer id'],
-      ...FILTER_OPTIONS,
-      ['--cron EXPR', '5-field cron expression, UTC'],
-      ['--every DURATION', 'interval such as 30m, 6h, 1d'],
-      ['--actor NAME', `recorded as the rebind's requester (${ACTOR_DEFAULT})`],
-      ['--schedule-id ID', 'schedule id (default whalehunt-rebind:<consumer>)'],
-      ['--json', 'list as JSON'],
+    flags: [
+      { name: 'consumer', arg: 'ID', help: 'consumer id' },
+      ...filterFlags(undefined, ['create']),
+      { name: 'cron', arg: 'EXPR', help: '5-field cron expression, UTC', actions: ['create'] },
+      { name: 'every', arg: 'DURATION', help: 'interval such as 30m, 6h, 1d', actions: ['create'] },
+      {
+        name: 'actor',
+        arg: 'NAME',
+        help: `recorded as the rebind's requester (${ACTOR_DEFAULT})`,
+        actions: ['create'],
+      },
+      {
+        name: 'schedule-id',
+        arg: 'ID',
+        help: `schedule id (default ${defaultScheduleId('<consumer>')})`,
+        actions: ['create', 'delete'],
+      },
+      { name: 'json', help: 'list as JSON', actions: ['list'] },
     ],
+    actions: {
+      create: readScheduleCreate,
+      list: (v) => ({
+        command: 'schedule-rebind',
+        action: 'list',
+        consumerId: optionalId('schedule-rebind', 'consumer', v),
+        json: v.json === true,
+      }),
+      delete: readScheduleDelete,
+    },
   },
   pause: {
     summary: 'pause a consumer after its current checkpoint',
     usage: 'pause --consumer ID [--actor NAME] --reason TEXT',
-    options: [['--consumer ID', 'consumer id (required)'], ...AUDIT_OPTIONS],
+    flags: [CONSUMER_FLAG, ...AUDIT_FLAGS],
+    read: (v, actorOf) => ({ command: 'pause', ...audited('pause', v, actorOf) }),
   },
   resume: {
     summary: 'resume a paused consumer',
     usage: 'resume --consumer ID [--actor NAME] --reason TEXT',
-    options: [['--consumer ID', 'consumer id (required)'], ...AUDIT_OPTIONS],
+    flags: [CONSUMER_FLAG, ...AUDIT_FLAGS],
+    read: (v, actorOf) => ({ command: 'resume', ...audited('resume', v, actorOf) }),
   },
   list: {
     summary: 'list consumer and backfill workflows (visibility: WhalehuntConsumerId, WhalehuntPhase, WhalehuntKind)',
     usage: 'list [--consumer ID] [--phase PHASE] [--json]',
-    options: [
-      ['--consumer ID', 'only this consumer'],
-      ['--phase PHASE', LIST_PHASES.join(' | ')],
-      ['--json', 'print JSON lines'],
+    flags: [
+      { name: 'consumer', arg: 'ID', help: 'only this consumer' },
+      { name: 'phase', arg: 'PHASE', help: LIST_PHASES.join(' | ') },
+      { name: 'json', help: 'print JSON lines' },
     ],
+    read: (v) => ({
+      command: 'list',
+      consumerId: optionalId('list', 'consumer', v),
+      phase: v.phase === undefined ? undefined : choice('list', 'phase', LIST_PHASES, v.phase),
+      json: v.json === true,
+    }),
   },
   backfill: {
     summary: 'page a consumer through the history source into the database: backfillWorkflow on a worker (or --direct)',
     usage:
       'backfill --consumer ID (--filter JSON | filter options) [--until POSITION] [--detach] [--then-stream [--subscription ID]] | --tail [--detach] | --direct [--until POSITION] [--max-pages N]',
-    options: [
-      ['--consumer ID', 'page consumer id (required; its progress is saved, a second run resumes from it)'],
-      ...FILTER_OPTIONS.map(([f, d]): [string, string] => [f, `${d}; a consumer stays bound to its first filter`]),
-      ['--detach', 'start (or find) the workflow and return at once; default: wait, showing progress'],
-      [
-        '--until POSITION',
-        "the target: complete once the applied position reaches it (default: the source's head when it starts)",
-      ],
-      ['--then-stream', 'at the target, hand the consumer over to the live stream consumer (same id and filter)'],
-      [
-        '--tail',
-        'no target: keep paging as the history grows, waiting at the head (not with --until, --then-stream, --direct)',
-      ],
-      ['--subscription ID', "the live consumer's subscription id with --then-stream (default: the consumer id)"],
-      ['--direct', 'run in this process against the source and the database, no Temporal (scripts)'],
-      ['--max-pages N', 'with --direct: stop after N pages (exit 0; run again to continue)'],
+    flags: [
+      {
+        name: 'consumer',
+        arg: 'ID',
+        help: 'page consumer id (required; its progress is saved, a second run resumes from it)',
+      },
+      ...filterFlags('a consumer stays bound to its first filter'),
+      { name: 'detach', help: 'start (or find) the workflow and return at once; default: wait, showing progress' },
+      {
+        name: 'until',
+        arg: 'POSITION',
+        help: "the target: complete once the applied position reaches it (default: the source's head when it starts)",
+      },
+      {
+        name: 'then-stream',
+        help: 'at the target, hand the consumer over to the live stream consumer (same id and filter)',
+      },
+      {
+        name: 'tail',
+        help: 'no target: keep paging as the history grows, waiting at the head (not with --until, --then-stream, --direct)',
+      },
+      {
+        name: 'subscription',
+        arg: 'ID',
+        help: "the live consumer's subscription id with --then-stream (default: the consumer id)",
+      },
+      { name: 'direct', help: 'run in this process against the source and the database, no Temporal (scripts)' },
+      { name: 'max-pages', arg: 'N', help: 'with --direct: stop after N pages (exit 0; run again to continue)' },
     ],
+    read: readBackfill,
   },
   'backfill-status': {
     summary: "a page consumer's saved progress: applied position, version, resume cursor (database only)",
     usage: 'backfill-status --consumer ID [--json]',
-    options: [
-      ['--consumer ID', 'page consumer id (required)'],
-      ['--json', 'print one JSON object instead of text'],
+    flags: [
+      { name: 'consumer', arg: 'ID', help: 'page consumer id (required)' },
+      { name: 'json', help: 'print one JSON object instead of text' },
     ],
+    read: (v) => ({
+      command: 'backfill-status',
+      consumerId: requiredId('backfill-status', 'consumer', v),
+      json: v.json === true,
+    }),
   },
   alerts: {
     summary:
@@ -300,34 +418,74 @@ export const COMMANDS: Record<CommandName, CommandSpec> = {
       'alerts list [--consumer ID] [--state pending|dead|sent|suppressed|dropped] [--limit N] [--json]\n' +
       '       alerts retry (--id N [--id N ...] | --all-dead [--consumer ID]) [--actor NAME] --reason TEXT\n' +
       '       alerts drop (--id N [--id N ...] | --all-dead [--consumer ID]) [--actor NAME] --reason TEXT',
-    options: [
-      ['--consumer ID', "list: only this consumer's alerts; with --all-dead: only its dead ones"],
-      ['--state S', 'pending (waiting or being sent) | dead | sent | suppressed | dropped'],
-      ['--limit N', `list at most N alerts, newest first (default ${DEFAULT_ALERTS_LIMIT})`],
-      ['--json', 'list as JSON lines'],
-      [
-        '--id N',
-        'an alert id from `alerts list`; repeat for several. retry: dead or suppressed; drop: pending or dead',
-      ],
-      ['--all-dead', 'every dead alert (of --consumer, else of every consumer)'],
-      ['--actor NAME', `who decides (recorded in an alert decision; ${ACTOR_DEFAULT})`],
-      ['--reason TEXT', 'why (recorded in an alert decision; required)'],
+    flags: [
+      { name: 'consumer', arg: 'ID', help: "list: only this consumer's alerts; with --all-dead: only its dead ones" },
+      {
+        name: 'state',
+        arg: 'S',
+        help: 'pending (waiting or being sent) | dead | sent | suppressed | dropped',
+        actions: ['list'],
+      },
+      {
+        name: 'limit',
+        arg: 'N',
+        help: `list at most N alerts, newest first (default ${DEFAULT_ALERTS_LIMIT})`,
+        actions: ['list'],
+      },
+      { name: 'json', help: 'list as JSON lines', actions: ['list'] },
+      {
+        name: 'id',
+        arg: 'N',
+        help: 'an alert id from `alerts list`; repeat for several. retry: dead or suppressed; drop: pending or dead',
+        multiple: true,
+        actions: ['retry', 'drop'],
+      },
+      {
+        name: 'all-dead',
+        help: 'every dead alert (of --consumer, else of every consumer)',
+        actions: ['retry', 'drop'],
+      },
+      {
+        name: 'actor',
+        arg: 'NAME',
+        help: `who decides (recorded in an alert decision; ${ACTOR_DEFAULT})`,
+        actions: ['retry', 'drop'],
+      },
+      {
+        name: 'reason',
+        arg: 'TEXT',
+        help: 'why (recorded in an alert decision; required)',
+        actions: ['retry', 'drop'],
+      },
     ],
+    actions: {
+      list: (v) => ({
+        command: 'alerts',
+        action: 'list',
+        consumerId: optionalId('alerts', 'consumer', v),
+        state: v.state === undefined ? undefined : choice('alerts', 'state', ALERT_STATES, v.state),
+        limit: optionalInt('alerts', 'limit', v.limit, 1) ?? DEFAULT_ALERTS_LIMIT,
+        json: v.json === true,
+      }),
+      retry: (v, actorOf) => readAlertChange('retry', v, actorOf),
+      drop: (v, actorOf) => readAlertChange('drop', v, actorOf),
+    },
   },
   sim: {
     summary:
       'run the reference stream server alone (its flags: simulator/README.md, e.g. sim --port 8787 --live-rate 2)',
     usage: 'sim [simulator options]',
-    options: [],
+    flags: [],
   },
 };
 
 export function commandHelp(name: CommandName): string {
   const spec = COMMANDS[name];
-  const width = Math.max(0, ...spec.options.map(([flag]) => flag.length));
+  const rows = spec.flags.map(({ name: flag, arg, help }) => [arg ? `--${flag} ${arg}` : `--${flag}`, help] as const);
+  const width = Math.max(0, ...rows.map(([flag]) => flag.length));
   const lines = [`whalehunt-consumer ${name}: ${spec.summary}`, '', `usage: whalehunt-consumer ${spec.usage}`];
-  if (spec.options.length > 0) {
-    lines.push('', 'options:', ...spec.options.map(([flag, text]) => `  ${flag.padEnd(width)}  ${text}`));
+  if (rows.length > 0) {
+    lines.push('', 'options:', ...rows.map(([flag, text]) => `  ${flag.padEnd(width)}  ${text}`));
   }
   return lines.join('\n');
 }
@@ -353,18 +511,6 @@ function isCommandName(value: string): value is CommandName {
   return Object.hasOwn(COMMANDS, value);
 }
 
-type OptionSpec = { type: 'string' | 'boolean'; multiple?: boolean };
-type Values = Record<string, string | boolean | string[] | undefined>;
-
-const FILTER_FLAGS: Record<string, OptionSpec> = {
-  filter: { type: 'string' },
-  kinds: { type: 'string' },
-  markets: { type: 'string' },
-  wallets: { type: 'string' },
-  'min-notional': { type: 'string' },
-};
-const AUDIT_FLAGS: Record<string, OptionSpec> = { actor: { type: 'string' }, reason: { type: 'string' } };
-
 /** What a command takes when an option is not given. */
 export interface ParseDefaults {
   /** The actor of an audited command without --actor (cli/config.ts defaultActor); without one --actor is required. */
@@ -373,7 +519,6 @@ export interface ParseDefaults {
 
 /** Parses argv (without node and script) into a command; throws CliUsageError. */
 export function parseCommand(argv: readonly string[], defaults: ParseDefaults = {}): CliCommand {
-  const actorOf = (command: CommandName, v: Values): string => actor(command, v, defaults);
   const [first, ...rest] = argv;
   if (first === undefined || first === '--help' || first === '-h' || first === 'help') {
     const topic = first === 'help' ? rest[0] : undefined;
@@ -387,229 +532,97 @@ export function parseCommand(argv: readonly string[], defaults: ParseDefaults = 
   if (first === 'sim') return { command: 'sim', args: rest };
   if (rest.includes('--help') || rest.includes('-h')) return { command: 'help', topic: first };
 
-  switch (first) {
-    case 'run': {
-      const v = parse(first, rest, {
-        consumer: { type: 'string' },
-        subscription: { type: 'string' },
-        ...FILTER_FLAGS,
-        'data-dir': { type: 'string' },
-        'interval-ms': { type: 'string' },
-        'append-every-ms': { type: 'string' },
-      });
-      const consumerId = v.consumer === undefined ? 'main' : field(first, 'consumer', idSchema, v.consumer);
-      return {
-        command: 'run',
-        consumerId,
-        subscriptionId:
-          v.subscription === undefined ? consumerId : field(first, 'subscription', idSchema, v.subscription),
-        filter: filterFrom(first, v, { required: false }),
-        dataDir: typeof v['data-dir'] === 'string' && v['data-dir'] !== '' ? v['data-dir'] : '.data',
-        intervalMs: optionalInt(first, 'interval-ms', v['interval-ms'], 100) ?? 1500,
-        appendEveryMs: optionalInt(first, 'append-every-ms', v['append-every-ms'], 1) ?? 500,
-      };
-    }
-    case 'start': {
-      const v = parse(first, rest, {
-        consumer: { type: 'string' },
-        subscription: { type: 'string' },
-        start: { type: 'string' },
-        'lease-ms': { type: 'string' },
-        ...FILTER_FLAGS,
-      });
-      const consumerId = requiredId(first, 'consumer', v);
-      return {
-        command: 'start',
-        consumerId,
-        subscriptionId:
-          v.subscription === undefined ? consumerId : field(first, 'subscription', idSchema, v.subscription),
-        filter: filterFrom(first, v, { required: false }),
-        start: choice(first, 'start', INITIAL_STARTS, v.start),
-        leaseMs: optionalInt(first, 'lease-ms', v['lease-ms'], 1000),
-      };
-    }
-    case 'status': {
-      const v = parse(first, rest, { consumer: { type: 'string' }, json: { type: 'boolean' } });
-      return { command: 'status', consumerId: requiredId(first, 'consumer', v), json: v.json === true };
-    }
-    case 'resolve-gap':
-    case 'resolve-binding':
-    case 'pause':
-    case 'resume': {
-      const hasDecision = first === 'resolve-gap' || first === 'resolve-binding';
-      const v = parse(first, rest, {
-        consumer: { type: 'string' },
-        ...(hasDecision ? { decision: { type: 'string' } } : {}),
-        ...AUDIT_FLAGS,
-      });
-      const base = { consumerId: requiredId(first, 'consumer', v), ...audit(first, v, actorOf) };
-      if (first === 'resolve-gap')
-        return { command: first, ...base, decision: choice(first, 'decision', GAP_DECISIONS, v.decision) };
-      if (first === 'resolve-binding')
-        return { command: first, ...base, decision: choice(first, 'decision', BINDING_DECISIONS, v.decision) };
-      return { command: first, ...base };
-    }
-    case 'resolve-quarantine': {
-      const v = parse(first, rest, {
-        consumer: { type: 'string' },
-        decision: { type: 'string' },
-        event: { type: 'string', multiple: true },
-        ...AUDIT_FLAGS,
-      });
-      const events = v.event as string[] | undefined;
-      if (events?.some((e) => e.trim() === '')) throw new CliUsageError(`${first}: --event must not be empty`, first);
-      return {
-        command: first,
-        consumerId: requiredId(first, 'consumer', v),
-        decision: choice(first, 'decision', QUARANTINE_DECISIONS, v.decision),
-        eventIds: events && events.length > 0 ? events : undefined,
-        ...audit(first, v, actorOf),
-      };
-    }
-    case 'rebind': {
-      const v = parse(first, rest, { consumer: { type: 'string' }, actor: { type: 'string' }, ...FILTER_FLAGS });
-      return {
-        command: first,
-        consumerId: requiredId(first, 'consumer', v),
-        filter: filterFrom(first, v, { required: true }),
-        actor: actorOf(first, v),
-      };
-    }
-    case 'schedule-rebind':
-      return parseScheduleRebind(rest, actorOf);
-    case 'alerts':
-      return parseAlerts(rest, actorOf);
-    case 'backfill': {
-      const v = parse(first, rest, {
-        consumer: { type: 'string' },
-        direct: { type: 'boolean' },
-        'max-pages': { type: 'string' },
-        detach: { type: 'boolean' },
-        'then-stream': { type: 'boolean' },
-        subscription: { type: 'string' },
-        until: { type: 'string' },
-        tail: { type: 'boolean' },
-        ...FILTER_FLAGS,
-      });
-      const consumerId = requiredId(first, 'consumer', v);
-      const direct = v.direct === true;
-      const thenStream = v['then-stream'] === true;
-      const tail = v.tail === true;
-      if (direct && (v.detach === true || thenStream || tail))
-        throw new CliUsageError(`${first}: --detach, --then-stream and --tail need the workflow; drop --direct`, first);
-      if (tail && (thenStream || v.until !== undefined))
-        throw new CliUsageError(
-          `${first}: --tail has no target, so it never completes and never hands over: drop --until and --then-stream`,
-          first,
-        );
-      if (!direct && v['max-pages'] !== undefined)
-        throw new CliUsageError(`${first}: --max-pages is for --direct runs`, first);
-      if (!thenStream && v.subscription !== undefined)
-        throw new CliUsageError(`${first}: --subscription is for --then-stream`, first);
-      return {
-        command: first,
-        consumerId,
-        filter: filterFrom(first, v, { required: true }),
-        direct,
-        maxPages: optionalInt(first, 'max-pages', v['max-pages'], 1),
-        detach: v.detach === true,
-        until: optionalInt(first, 'until', v.until, 1),
-        tail,
-        thenStream: thenStream
-          ? {
-              subscriptionId:
-                v.subscription === undefined ? consumerId : field(first, 'subscription', idSchema, v.subscription),
-            }
-          : null,
-      };
-    }
-    case 'backfill-status': {
-      const v = parse(first, rest, { consumer: { type: 'string' }, json: { type: 'boolean' } });
-      return { command: first, consumerId: requiredId(first, 'consumer', v), json: v.json === true };
-    }
-    case 'list': {
-      const v = parse(first, rest, {
-        consumer: { type: 'string' },
-        phase: { type: 'string' },
-        json: { type: 'boolean' },
-      });
-      return {
-        command: first,
-        consumerId: v.consumer === undefined ? undefined : field(first, 'consumer', idSchema, v.consumer),
-        phase: v.phase === undefined ? undefined : choice(first, 'phase', LIST_PHASES, v.phase),
-        json: v.json === true,
-      };
-    }
+  const spec = COMMANDS[first];
+  const actorOf = (v: Values): string => actor(first, v, defaults);
+  if ('read' in spec) return spec.read(parse(first, rest, spec.flags), actorOf);
+  const [action, ...flags] = rest;
+  if (action === undefined || !Object.hasOwn(spec.actions, action)) {
+    const names = Object.keys(spec.actions);
+    const expected = `${names.slice(0, -1).join(', ')} or ${names.at(-1)}`;
+    throw new CliUsageError(
+      action === undefined
+        ? `${first}: missing action (${expected})`
+        : `${first}: unknown action "${action}" (${expected})`,
+      first,
+    );
   }
+  return spec.actions[action]!(parse(first, flags, spec.flags, action), actorOf);
 }
 
 export function defaultScheduleId(consumerId: string): string {
   return `whalehunt-rebind:${consumerId}`;
 }
 
-type ActorOf = (command: CommandName, v: Values) => string;
+function readResolveQuarantine(v: Values, actorOf: ActorOf): CliCommand {
+  const name = 'resolve-quarantine';
+  const events = v.event as string[] | undefined;
+  if (events?.some((e) => e.trim() === '')) throw new CliUsageError(`${name}: --event must not be empty`, name);
+  return {
+    command: name,
+    consumerId: requiredId(name, 'consumer', v),
+    decision: choice(name, 'decision', QUARANTINE_DECISIONS, v.decision),
+    eventIds: events && events.length > 0 ? events : undefined,
+    ...audit(name, v, actorOf),
+  };
+}
 
-function parseScheduleRebind(argv: readonly string[], actorOf: ActorOf): CliCommand {
+function readScheduleCreate(v: Values, actorOf: ActorOf): CliCommand {
   const name = 'schedule-rebind';
-  const [action, ...rest] = argv;
-  switch (action) {
-    case 'create': {
-      const v = parse(name, rest, {
-        consumer: { type: 'string' },
-        'schedule-id': { type: 'string' },
-        cron: { type: 'string' },
-        every: { type: 'string' },
-        actor: { type: 'string' },
-        ...FILTER_FLAGS,
-      });
-      const consumerId = requiredId(name, 'consumer', v);
-      if ((v.cron === undefined) === (v.every === undefined)) {
-        throw new CliUsageError(`${name} create: give exactly one of --cron or --every`, name);
-      }
-      return {
-        command: name,
-        action,
-        consumerId,
-        scheduleId:
-          v['schedule-id'] === undefined
-            ? defaultScheduleId(consumerId)
-            : field(name, 'schedule-id', idSchema, v['schedule-id']),
-        filter: filterFrom(name, v, { required: true }),
-        timing:
-          v.cron !== undefined
-            ? { cron: field(name, 'cron', cronSchema, v.cron) }
-            : { every: field(name, 'every', durationSchema, v.every) },
-        actor: actorOf(name, v),
-      };
-    }
-    case 'list': {
-      const v = parse(name, rest, { consumer: { type: 'string' }, json: { type: 'boolean' } });
-      return {
-        command: name,
-        action,
-        consumerId: v.consumer === undefined ? undefined : field(name, 'consumer', idSchema, v.consumer),
-        json: v.json === true,
-      };
-    }
-    case 'delete': {
-      const v = parse(name, rest, { consumer: { type: 'string' }, 'schedule-id': { type: 'string' } });
-      if ((v.consumer === undefined) === (v['schedule-id'] === undefined)) {
-        throw new CliUsageError(`${name} delete: give exactly one of --schedule-id or --consumer`, name);
-      }
-      const scheduleId =
-        v['schedule-id'] !== undefined
-          ? field(name, 'schedule-id', idSchema, v['schedule-id'])
-          : defaultScheduleId(field(name, 'consumer', idSchema, v.consumer));
-      return { command: name, action, scheduleId };
-    }
-    default:
-      throw new CliUsageError(
-        action === undefined
-          ? `${name}: missing action (create, list or delete)`
-          : `${name}: unknown action "${action}" (create, list or delete)`,
-        name,
-      );
+  const consumerId = requiredId(name, 'consumer', v);
+  if ((v.cron === undefined) === (v.every === undefined)) {
+    throw new CliUsageError(`${name} create: give exactly one of --cron or --every`, name);
   }
+  return {
+    command: name,
+    action: 'create',
+    consumerId,
+    scheduleId: optionalId(name, 'schedule-id', v) ?? defaultScheduleId(consumerId),
+    filter: filterFrom(name, v, { required: true }),
+    timing:
+      v.cron !== undefined
+        ? { cron: field(name, 'cron', cronSchema, v.cron) }
+        : { every: field(name, 'every', durationSchema, v.every) },
+    actor: actorOf(v),
+  };
+}
+
+function readScheduleDelete(v: Values): CliCommand {
+  const name = 'schedule-rebind';
+  if ((v.consumer === undefined) === (v['schedule-id'] === undefined)) {
+    throw new CliUsageError(`${name} delete: give exactly one of --schedule-id or --consumer`, name);
+  }
+  const scheduleId = optionalId(name, 'schedule-id', v) ?? defaultScheduleId(requiredId(name, 'consumer', v));
+  return { command: name, action: 'delete', scheduleId };
+}
+
+function readBackfill(v: Values): CliCommand {
+  const name = 'backfill';
+  const consumerId = requiredId(name, 'consumer', v);
+  const direct = v.direct === true;
+  const thenStream = v['then-stream'] === true;
+  const tail = v.tail === true;
+  if (direct && (v.detach === true || thenStream || tail))
+    throw new CliUsageError(`${name}: --detach, --then-stream and --tail need the workflow; drop --direct`, name);
+  if (tail && (thenStream || v.until !== undefined))
+    throw new CliUsageError(
+      `${name}: --tail has no target, so it never completes and never hands over: drop --until and --then-stream`,
+      name,
+    );
+  if (!direct && v['max-pages'] !== undefined)
+    throw new CliUsageError(`${name}: --max-pages is for --direct runs`, name);
+  if (!thenStream && v.subscription !== undefined)
+    throw new CliUsageError(`${name}: --subscription is for --then-stream`, name);
+  return {
+    command: name,
+    consumerId,
+    filter: filterFrom(name, v, { required: true }),
+    direct,
+    maxPages: optionalInt(name, 'max-pages', v['max-pages'], 1),
+    detach: v.detach === true,
+    until: optionalInt(name, 'until', v.until, 1),
+    tail,
+    thenStream: thenStream ? { subscriptionId: optionalId(name, 'subscription', v) ?? consumerId } : null,
+  };
 }
 
 /** Outbox row ids as `alerts list` shows them. */
@@ -619,64 +632,35 @@ const alertIdSchema = z
   .transform(Number)
   .pipe(z.number().min(1, 'must be at least 1').max(Number.MAX_SAFE_INTEGER, 'is too large'));
 
-function parseAlerts(argv: readonly string[], actorOf: ActorOf): CliCommand {
+function readAlertChange(action: 'retry' | 'drop', v: Values, actorOf: ActorOf): CliCommand {
   const name = 'alerts';
-  const [action, ...rest] = argv;
-  switch (action) {
-    case 'list': {
-      const v = parse(name, rest, {
-        consumer: { type: 'string' },
-        state: { type: 'string' },
-        limit: { type: 'string' },
-        json: { type: 'boolean' },
-      });
-      return {
-        command: name,
-        action,
-        consumerId: v.consumer === undefined ? undefined : field(name, 'consumer', idSchema, v.consumer),
-        state: v.state === undefined ? undefined : choice(name, 'state', ALERT_STATES, v.state),
-        limit: optionalInt(name, 'limit', v.limit, 1) ?? DEFAULT_ALERTS_LIMIT,
-        json: v.json === true,
-      };
-    }
-    case 'retry':
-    case 'drop': {
-      const v = parse(name, rest, {
-        id: { type: 'string', multiple: true },
-        'all-dead': { type: 'boolean' },
-        consumer: { type: 'string' },
-        ...AUDIT_FLAGS,
-      });
-      const ids = v.id as string[] | undefined;
-      const allDead = v['all-dead'] === true;
-      if (ids === undefined && !allDead)
-        throw new CliUsageError(`${name} ${action}: which alerts? give --id N (repeatable) or --all-dead`, name);
-      if (ids !== undefined && allDead)
-        throw new CliUsageError(`${name} ${action}: give either --id or --all-dead, not both`, name);
-      if (ids !== undefined && v.consumer !== undefined)
-        throw new CliUsageError(
-          `${name} ${action}: --consumer goes with --all-dead (an --id names one alert of any consumer)`,
-          name,
-        );
-      const selection: AlertSelection = ids
-        ? { ids: [...new Set(ids.map((id) => field(name, 'id', alertIdSchema, id)))] }
-        : {
-            allDead: true,
-            ...(v.consumer === undefined ? {} : { consumerId: field(name, 'consumer', idSchema, v.consumer) }),
-          };
-      return { command: name, action, selection, ...audit(name, v, actorOf) };
-    }
-    default:
-      throw new CliUsageError(
-        action === undefined
-          ? `${name}: missing action (list, retry or drop)`
-          : `${name}: unknown action "${action}" (list, retry or drop)`,
-        name,
-      );
-  }
+  const ids = v.id as string[] | undefined;
+  const allDead = v['all-dead'] === true;
+  if (ids === undefined && !allDead)
+    throw new CliUsageError(`${name} ${action}: which alerts? give --id N (repeatable) or --all-dead`, name);
+  if (ids !== undefined && allDead)
+    throw new CliUsageError(`${name} ${action}: give either --id or --all-dead, not both`, name);
+  if (ids !== undefined && v.consumer !== undefined)
+    throw new CliUsageError(
+      `${name} ${action}: --consumer goes with --all-dead (an --id names one alert of any consumer)`,
+      name,
+    );
+  const consumerId = optionalId(name, 'consumer', v);
+  const selection: AlertSelection = ids
+    ? { ids: [...new Set(ids.map((id) => field(name, 'id', alertIdSchema, id)))] }
+    : { allDead: true, ...(consumerId === undefined ? {} : { consumerId }) };
+  return { command: name, action, selection, ...audit(name, v, actorOf) };
 }
 
-function parse(command: CommandName, argv: readonly string[], options: Record<string, OptionSpec>): Values {
+type OptionSpec = { type: 'string' | 'boolean'; multiple?: boolean };
+
+/** Reads argv against the command's flags (those of `action`, for a command with actions). */
+function parse(command: CommandName, argv: readonly string[], flags: readonly Flag[], action?: string): Values {
+  const options: Record<string, OptionSpec> = {};
+  for (const flag of flags) {
+    if (action !== undefined && flag.actions !== undefined && !flag.actions.includes(action)) continue;
+    options[flag.name] = { type: flag.arg ? 'string' : 'boolean', ...(flag.multiple && { multiple: true }) };
+  }
   try {
     return parseArgs({ args: withDashValues(argv, options), options, strict: true, allowPositionals: false })
       .values as Values;
@@ -724,8 +708,17 @@ function requiredText(command: CommandName, option: string, value: unknown): str
   return field(command, option, auditText, value);
 }
 
+function optionalId(command: CommandName, option: string, v: Values): string | undefined {
+  return v[option] === undefined ? undefined : field(command, option, idSchema, v[option]);
+}
+
 function audit(command: CommandName, v: Values, actorOf: ActorOf): AuditArgs {
-  return { actor: actorOf(command, v), reason: requiredText(command, 'reason', v.reason) };
+  return { actor: actorOf(v), reason: requiredText(command, 'reason', v.reason) };
+}
+
+/** The consumer an audited decision is about, and who decides why. */
+function audited(command: CommandName, v: Values, actorOf: ActorOf): { consumerId: string } & AuditArgs {
+  return { consumerId: requiredId(command, 'consumer', v), ...audit(command, v, actorOf) };
 }
 
 /** --actor as given (never empty), else the default actor; required only where there is none. */

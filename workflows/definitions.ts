@@ -57,23 +57,28 @@ export const SEARCH_ATTRIBUTES = {
 
 export type WorkflowKind = 'stream' | 'backfill';
 
-export type ConsumerPhase =
-  | 'streaming'
-  | 'backoff'
-  | 'awaiting_gap_decision'
-  | 'awaiting_binding_decision'
-  | 'awaiting_quarantine_decision'
-  | 'paused'
-  | 'rebinding'
-  | 'completed';
+export const CONSUMER_PHASES = [
+  'streaming',
+  'backoff',
+  'awaiting_gap_decision',
+  'awaiting_binding_decision',
+  'awaiting_quarantine_decision',
+  'paused',
+  'rebinding',
+  'completed',
+] as const;
+export type ConsumerPhase = (typeof CONSUMER_PHASES)[number];
+
+/** A consumer's first start, always explicit: never resumed or jumped to live silently. */
+export const INITIAL_STARTS = ['live_cut', 'from_floor'] as const;
+export type InitialStart = (typeof INITIAL_STARTS)[number];
 
 export interface ConsumerWorkflowInput {
   consumerId: string;
   subscriptionId: string;
   /** The filter of the first start; later the saved binding's filter is authoritative. */
   filter: StreamFilter;
-  /** A first start is always explicit: never resumed or jumped to live silently. */
-  initialStart: 'live_cut' | 'from_floor';
+  initialStart: InitialStart;
   /** How long one streaming activity runs before it returns (bounded lease). */
   leaseMs?: number;
   /** Timeouts and limits; production uses the defaults, tests shorten them. */
@@ -213,16 +218,18 @@ export function backfillWorkflowId(consumerId: string): string {
   return `whalehunt-backfill:${consumerId}`;
 }
 
-export type BackfillPhase =
-  | 'backfilling'
-  | 'backoff'
+export const BACKFILL_PHASES = [
+  'backfilling',
+  'backoff',
   /** At the source's head below the target, or tailing: a durable timer, then the next page. */
-  | 'at_head'
-  | 'awaiting_gap_decision'
-  | 'awaiting_quarantine_decision'
-  | 'paused'
-  | 'handing_over'
-  | 'completed';
+  'at_head',
+  'awaiting_gap_decision',
+  'awaiting_quarantine_decision',
+  'paused',
+  'handing_over',
+  'completed',
+] as const;
+export type BackfillPhase = (typeof BACKFILL_PHASES)[number];
 
 /** Pages asked per activity run when BackfillWorkflowInput.pagesPerRun is not given. */
 export const DEFAULT_PAGES_PER_RUN = 50;

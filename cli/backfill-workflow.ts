@@ -13,15 +13,18 @@ import type { backfillWorkflow } from '../workflows/index.js';
 import {
   backfillStatusQuery,
   backfillWorkflowId,
-  consumerIdSearchAttribute,
-  kindSearchAttribute,
-  phaseSearchAttribute,
   type BackfillStatus,
   type BackfillWorkflowInput,
 } from '../workflows/definitions.js';
 import type { CliCommand } from './args.js';
 import { loadCliConfig } from './config.js';
-import { connectTemporal, withAnswerTimeout, type ConsumerWorkflow, type TemporalSession } from './consumers.js';
+import {
+  connectTemporal,
+  withAnswerTimeout,
+  workflowStart,
+  type ConsumerWorkflow,
+  type TemporalSession,
+} from './consumers.js';
 import { CliError } from './errors.js';
 
 export interface BackfillWorkflowIo {
@@ -46,7 +49,7 @@ export async function runBackfillWorkflow(
 ): Promise<number> {
   const session = await connectTemporal(loadCliConfig(env));
   try {
-    const workflowId = backfillWorkflowId(cmd.consumerId);
+    const start = workflowStart(session, 'backfill', cmd.consumerId);
     const input: BackfillWorkflowInput = {
       consumerId: cmd.consumerId,
       filter: cmd.filter,
@@ -55,17 +58,11 @@ export async function runBackfillWorkflow(
       ...(cmd.tail ? { tail: true } : {}),
     };
     const handle = await session.client.workflow.start<typeof backfillWorkflow>('backfillWorkflow', {
-      workflowId,
-      taskQueue: session.config.taskQueue,
+      ...start,
       args: [input],
       // A running backfill of the consumer is attached to, not doubled; a finished one may run again (it resumes
       // from the saved cursor).
       workflowIdConflictPolicy: 'USE_EXISTING',
-      typedSearchAttributes: [
-        { key: consumerIdSearchAttribute, value: cmd.consumerId },
-        { key: phaseSearchAttribute, value: 'backfilling' },
-        { key: kindSearchAttribute, value: 'backfill' },
-      ],
     });
     const attached = handle.firstExecutionRunId;
     const target = cmd.tail
@@ -74,7 +71,7 @@ export async function runBackfillWorkflow(
         ? `target ${formatCount(cmd.until)}`
         : "target: the source's head at the first page";
     io.out(
-      `backfill ${cmd.consumerId}: workflow ${workflowId} run ${attached} (filter ${canonicalJson(cmd.filter)}, ${target}` +
+      `backfill ${cmd.consumerId}: workflow ${start.workflowId} run ${attached} (filter ${canonicalJson(cmd.filter)}, ${target}` +
         `${cmd.thenStream ? `, then the live stream, subscription ${cmd.thenStream.subscriptionId}` : ''})`,
     );
     if (cmd.detach) {

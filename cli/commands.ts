@@ -12,7 +12,6 @@ import { dropOutbox, listOutbox, retryOutbox, type OutboxState } from '../db/out
 import type { consumerWorkflow, rebindWorkflow } from '../workflows/index.js';
 import {
   consumerIdSearchAttribute,
-  consumerWorkflowId,
   kindSearchAttribute,
   pauseSignal,
   phaseSearchAttribute,
@@ -35,6 +34,7 @@ import {
   isBackfill,
   requireRunning,
   withAnswerTimeout,
+  workflowStart,
   type TemporalSession,
 } from './consumers.js';
 import { CliError } from './errors.js';
@@ -56,28 +56,22 @@ export async function startConsumer(session: TemporalSession, cmd: Of<'start'>, 
     initialStart: cmd.start,
     ...(cmd.leaseMs !== undefined ? { leaseMs: cmd.leaseMs } : {}),
   };
-  const workflowId = consumerWorkflowId(cmd.consumerId);
+  const start = workflowStart(session, 'stream', cmd.consumerId);
   try {
     const handle = await session.client.workflow.start<typeof consumerWorkflow>('consumerWorkflow', {
-      workflowId,
-      taskQueue: session.config.taskQueue,
+      ...start,
       args: [input],
       // A second start of a running consumer fails; a finished one may be started again (it resumes from the database).
       workflowIdConflictPolicy: 'FAIL',
-      typedSearchAttributes: [
-        { key: consumerIdSearchAttribute, value: cmd.consumerId },
-        { key: phaseSearchAttribute, value: 'streaming' },
-        { key: kindSearchAttribute, value: 'stream' },
-      ],
     });
     io.out(
-      `started consumer ${cmd.consumerId}: workflow ${workflowId} run ${handle.firstExecutionRunId} (first start ${cmd.start}, filter ${JSON.stringify(cmd.filter)})`,
+      `started consumer ${cmd.consumerId}: workflow ${start.workflowId} run ${handle.firstExecutionRunId} (first start ${cmd.start}, filter ${JSON.stringify(cmd.filter)})`,
     );
   } catch (error) {
     if (error instanceof WorkflowExecutionAlreadyStartedError) {
       throw new CliError(
         'already_running',
-        `consumer "${cmd.consumerId}" is already running (workflow ${workflowId}); see \`whalehunt-consumer status --consumer ${cmd.consumerId}\``,
+        `consumer "${cmd.consumerId}" is already running (workflow ${start.workflowId}); see \`whalehunt-consumer status --consumer ${cmd.consumerId}\``,
       );
     }
     throw error;
@@ -137,26 +131,20 @@ async function decide(
   }
 }
 
-export async function resolveGap(session: TemporalSession, cmd: Of<'resolve-gap'>, io: CommandIo): Promise<void> {
-  const status = await decide(session, cmd.consumerId, 'gap decision', (handle) =>
-    handle.executeUpdate(resolveGapUpdate, {
-      args: [{ decision: cmd.decision, actor: cmd.actor, reason: cmd.reason }],
-    }),
-  );
-  io.out(`gap decision ${cmd.decision} recorded for ${cmd.consumerId} by ${cmd.actor}; phase now ${status.phase}`);
-}
-
-export async function resolveBinding(
+/** A decision on a gap (reset_required) or a binding (cursor_mismatch) stop. */
+export async function resolveStop(
   session: TemporalSession,
-  cmd: Of<'resolve-binding'>,
+  cmd: Of<'resolve-gap'> | Of<'resolve-binding'>,
   io: CommandIo,
 ): Promise<void> {
-  const status = await decide(session, cmd.consumerId, 'binding decision', (handle) =>
-    handle.executeUpdate(resolveBindingUpdate, {
-      args: [{ decision: cmd.decision, actor: cmd.actor, reason: cmd.reason }],
-    }),
+  const what = cmd.command === 'resolve-gap' ? 'gap decision' : 'binding decision';
+  const audit = { actor: cmd.actor, reason: cmd.reason };
+  const status = await decide(session, cmd.consumerId, what, (handle) =>
+    cmd.command === 'resolve-gap'
+      ? handle.executeUpdate(resolveGapUpdate, { args: [{ decision: cmd.decision, ...audit }] })
+      : handle.executeUpdate(resolveBindingUpdate, { args: [{ decision: cmd.decision, ...audit }] }),
   );
-  io.out(`binding decision ${cmd.decision} recorded for ${cmd.consumerId} by ${cmd.actor}; phase now ${status.phase}`);
+  io.out(`${what} ${cmd.decision} recorded for ${cmd.consumerId} by ${cmd.actor}; phase now ${status.phase}`);
 }
 
 export async function resolveQuarantine(

@@ -7,7 +7,7 @@ import {
   type WorkflowExecutionDescription,
   type WorkflowHandle,
 } from '@temporalio/client';
-import { defaultPayloadConverter } from '@temporalio/common';
+import { defaultPayloadConverter, type SearchAttributePair } from '@temporalio/common';
 import { optionalTsToMs } from '@temporalio/common/lib/time.js';
 import type pg from 'pg';
 import { asRunReport, emptyCounters, type RunReport, type StreamHeartbeat } from '../activities/types.js';
@@ -15,7 +15,18 @@ import { consumerSummary, type ConsumerSummary } from '../db/summary.js';
 import { isProgressReading, latestReading, RateWindow, type ProgressReading } from '../protocol/progress.js';
 import { consumerTotals, furtherReport, RUNNING_PHASES, type ConsumerTotals } from '../workflows/consumer-state.js';
 import { connectClient, TemporalConnectError } from '../worker/temporal-connection.js';
-import { backfillWorkflowId, consumerWorkflowId, statusQuery, type ConsumerStatus } from '../workflows/definitions.js';
+import {
+  backfillWorkflowId,
+  consumerIdSearchAttribute,
+  consumerWorkflowId,
+  kindSearchAttribute,
+  phaseSearchAttribute,
+  statusQuery,
+  type BackfillPhase,
+  type ConsumerPhase,
+  type ConsumerStatus,
+  type WorkflowKind,
+} from '../workflows/definitions.js';
 import type { CliConfig } from './config.js';
 import { CliError } from './errors.js';
 import { attemptHint, noAnswerHint, type Attempt, type Poller } from './worker-hint.js';
@@ -77,6 +88,33 @@ export async function findConsumer(session: TemporalSession, consumerId: string)
     );
   }
   return workflow;
+}
+
+export interface WorkflowStart {
+  workflowId: string;
+  taskQueue: string;
+  typedSearchAttributes: SearchAttributePair[];
+}
+
+const FIRST_PHASE: Record<WorkflowKind, ConsumerPhase | BackfillPhase> = {
+  stream: 'streaming',
+  backfill: 'backfilling',
+};
+
+/**
+ * Where a consumer's workflow of `kind` starts: its id, the task queue, and what `list` and the UI find it by
+ * (its consumer, its first phase, its kind).
+ */
+export function workflowStart(session: TemporalSession, kind: WorkflowKind, consumerId: string): WorkflowStart {
+  return {
+    workflowId: kind === 'stream' ? consumerWorkflowId(consumerId) : backfillWorkflowId(consumerId),
+    taskQueue: session.config.taskQueue,
+    typedSearchAttributes: [
+      { key: consumerIdSearchAttribute, value: consumerId },
+      { key: phaseSearchAttribute, value: FIRST_PHASE[kind] },
+      { key: kindSearchAttribute, value: kind },
+    ],
+  };
 }
 
 /** True when the workflow is a backfill (its status and heartbeats have the backfill's shape). */

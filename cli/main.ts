@@ -13,9 +13,8 @@ import {
   moveAlerts,
   pauseOrResume,
   rebind,
-  resolveBinding,
-  resolveGap,
   resolveQuarantine,
+  resolveStop,
   scheduleRebind,
   showStatus,
   startConsumer,
@@ -108,10 +107,8 @@ async function execute(command: CliCommand, env: NodeJS.ProcessEnv, io: CliIo): 
         break;
       }
       case 'resolve-gap':
-        await resolveGap(session, command, io);
-        break;
       case 'resolve-binding':
-        await resolveBinding(session, command, io);
+        await resolveStop(session, command, io);
         break;
       case 'resolve-quarantine':
         await resolveQuarantine(session, command, io);

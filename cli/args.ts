@@ -39,7 +39,12 @@ export type AlertSelection = { ids: number[] } | { allDead: true; consumerId?: s
 // Ids end up in workflow ids and visibility queries; a conservative alphabet keeps both unambiguous.
 const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 const idSchema = z.string().regex(ID_PATTERN, 'use 1-128 characters: letters, digits, ".", "_", ":", "-"');
-const auditText = z.string().trim().min(1, 'must not be empty');
+// Current Details shows each decision's command with `--reason "<why>"`: pasted unedited, it is refused.
+const auditText = z
+  .string()
+  .trim()
+  .min(1, 'must not be empty')
+  .refine((text) => !/^<[^<>]*>$/.test(text), 'is still the placeholder from the shown command: write the reason');
 const durationSchema = z.string().regex(/^\d+(ms|s|m|h|d)$/, 'use a number with a unit, e.g. 30s, 15m, 6h, 1d');
 const cronSchema = z
   .string()

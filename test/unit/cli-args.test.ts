@@ -4,9 +4,9 @@ import { CliUsageError, commandHelp, COMMANDS, generalHelp, parseCommand, type C
 import { defaultActor } from '../../cli/config.js';
 import { resumeCommand } from '../../workflows/commands.js';
 
-function usageError(argv: string[]): CliUsageError {
+function usageError(argv: string[], ...rest: [] | [Parameters<typeof parseCommand>[1]]): CliUsageError {
   try {
-    parseCommand(argv);
+    parseCommand(argv, ...rest);
   } catch (error) {
     if (error instanceof CliUsageError) return error;
     throw error;
@@ -163,12 +163,18 @@ describe('parseCommand', () => {
         encoding: 'utf8',
       },
     );
-    const argv = printed.split('\0').slice(3, -1); // without npx tsx cli/main.ts
+    const words = printed.split('\0').slice(0, -1);
+    const argv = words.slice(words.indexOf('resume')); // without the command that runs the CLI
+    // Pasted unedited, the placeholder is refused; with the reason written in, it runs as the OS user.
+    expect(usageError(argv, osUser).message).toBe(
+      'resume: --reason is still the placeholder from the shown command: write the reason',
+    );
+    argv[argv.indexOf('<why>')] = 'feed fixed';
     expect(parseCommand(argv, osUser)).toEqual({
       command: 'resume',
       consumerId: 'c1',
       actor: 'svc-whalehunt',
-      reason: '<why>',
+      reason: 'feed fixed',
     });
     for (const command of [
       ['resolve-gap', '--consumer', 'c', '--decision', 'abandon', '--reason', 'r'],

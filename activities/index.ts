@@ -3,40 +3,30 @@
 // the workflows take: reading the committed checkpoint, recording decisions with their audit rows, and
 // waiting for a rebind's generation.
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { ApplicationFailure } from '@temporalio/common';
 import type pg from 'pg';
 import {
   acquireLease,
   commitCheckpoint,
   commitCheckpoints,
-  ConsumerKindMismatch,
   loadCommitted,
   recordBindingDecision,
   recordGapDecision,
   resolveQuarantine,
-  StaleLeaseAttempt,
-  StorageFailure,
   summarizeOutbox,
-  UnknownConsumer,
   type DecisionInput,
 } from '../db/index.js';
 import { commitOneAtATime } from './commit-run.js';
 import { commitPageChunk, openPageProgress, recognisePageEvents, swapPageCursor } from '../db/pages.js';
-import {
-  handOverToStream,
-  recordPageGapDecision,
-  UnknownPageConsumer,
-  UnsupportedPageDecision,
-  type Handover,
-  type PageDecisionView,
-} from '../db/page-decisions.js';
+import { handOverToStream, recordPageGapDecision, type Handover, type PageDecisionView } from '../db/page-decisions.js';
 import type { StreamFilter } from '../protocol/codec.js';
 import { redactSecret } from '../protocol/redact.js';
 import type { CommittedState } from '../protocol/types.js';
-import { checkpointSummary, runReportOf, consumeStream as runConsumeStream } from './consume-stream.js';
+import { checkpointSummary, consumeStream as runConsumeStream } from './consume-stream.js';
 import { workflowProgressReporter } from './progress-reporter.js';
-import { DatabaseBehind, LeaseLost, StreamTransportError } from './stream-errors.js';
 import type { ConsumeStreamConfig, ConsumeStreamDeps, ConsumeStreamLog } from './stream-ports.js';
+import { finalFailures, guarded } from './to-failure.js';
+import { FailureType } from './types-failures.js';
 import {
   AWAITING_DECISION_REASONS,
   noMetrics,
@@ -46,7 +36,6 @@ import {
 } from './metrics.js';
 import {
   consumePages as runConsumePages,
-  InvalidPageConsumerConfig,
   type ConsumePagesInput,
   type PageConsumerConfig,
   type PageConsumerHooks,
@@ -62,7 +51,6 @@ import {
   type ConsumeStreamInput,
   type GapDecision,
   type QuarantineDecision,
-  type RunReport,
 } from './types.js';
 
 /** The settings the activities need; the worker's configuration provides them. */
@@ -204,111 +192,10 @@ export function createActivities(deps: ActivityDeps) {
     ...(deps.hooks ? { hooks: deps.hooks } : {}),
   };
   const pageStore = poolPageStore(pool);
-
-  /** Belt and braces: no failure message that reaches workflow history may carry the API key. */
-  const scrub = (text: string): string => redactSecret(text, apiKey);
-
-  /**
-   * Turns the core's typed errors into Temporal failures the workflow's retry policy understands. A streaming run's
-   * failure carries what the run did (`run`: its counters, the database's totals; `committed`), whatever ended it.
-   */
-  function toFailure(error: unknown): unknown {
-    if (error instanceof CancelledFailure || !(error instanceof Error)) return error;
-    const report = runReportOf(error);
-    const ran = ranDetails(report);
-    if (error instanceof StreamTransportError) {
-      return ApplicationFailure.create({
-        type: 'StreamTransportError',
-        message: scrub(`${error.code}: ${error.message}`),
-        details: [{ code: error.code, committed: error.committed, retryAfterMs: error.retryAfterMs ?? null, ...ran }],
-        ...(error.retryAfterMs !== undefined ? { nextRetryDelay: error.retryAfterMs } : {}),
-      });
-    }
-    // Already a Temporal failure (e.g. an InvalidDecision built below): keep its type and retryability.
-    if (error instanceof ApplicationFailure) return error;
-    // A configuration that cannot work: the consumer workflow pauses on ConfigError until someone fixes it.
-    if (error instanceof ConsumerKindMismatch || error instanceof InvalidPageConsumerConfig) {
-      return ApplicationFailure.create({
-        type: 'ConfigError',
-        message: scrub(error.message),
-        nonRetryable: true,
-        details: [{ code: error.code }],
-      });
-    }
-    if (error instanceof LeaseLost || error instanceof DatabaseBehind || error instanceof StaleLeaseAttempt) {
-      return ApplicationFailure.create({
-        type: error.name,
-        message: scrub(error.message),
-        nonRetryable: true,
-        details: [{ code: error.code, ...ran }],
-      });
-    }
-    if (
-      error instanceof UnknownConsumer ||
-      error instanceof UnknownPageConsumer ||
-      error instanceof UnsupportedPageDecision
-    ) {
-      return ApplicationFailure.create({ type: 'InvalidDecision', message: error.message, nonRetryable: true });
-    }
-    if (error instanceof StorageFailure) {
-      return ApplicationFailure.create({
-        type: 'StorageFailure',
-        message: scrub(error.message),
-        nonRetryable: !error.retryable,
-        // connectionLost: the database went away, and the workflow waits until it answers again.
-        details: [{ code: error.code, sqlState: error.sqlState ?? null, connectionLost: error.connectionLost, ...ran }],
-      });
-    }
-    if (error.name === 'AbortError') return error;
-    return ApplicationFailure.create({
-      type: error.name,
-      message: scrub(error.message),
-      ...(report ? { details: [ran] } : {}),
-    });
-  }
-
-  /**
-   * guarded, with every failure non-retryable: the server retries a lease only when it timed out (its worker gone);
-   * a failure the run raises goes to the workflow, which counts it and backs off.
-   */
-  async function finalFailures<T>(run: () => Promise<T>): Promise<T> {
-    try {
-      return await guarded(run);
-    } catch (error) {
-      if (!(error instanceof ApplicationFailure) || error.nonRetryable) throw error;
-      throw ApplicationFailure.create({
-        ...(error.type ? { type: error.type } : {}),
-        message: error.message,
-        ...(error.details ? { details: error.details } : {}),
-        nonRetryable: true,
-      });
-    }
-  }
-
-  async function guarded<T>(run: () => Promise<T>): Promise<T> {
-    try {
-      return await run();
-    } catch (error) {
-      throw toFailure(error);
-    }
-  }
-
-  /** Logs and counts a recorded operator decision. */
-  function decided(
-    kind: DecisionKind,
-    input: DecisionInput<GapDecision | BindingDecision | QuarantineDecision>,
-    fields: Record<string, unknown> = {},
-  ): void {
-    metrics.decisionRecorded(input.consumerId, kind, input.decision);
-    log.info('decision recorded', {
-      consumerId: input.consumerId,
-      kind,
-      decision: input.decision,
-      actor: input.actor,
-      reason: input.reason,
-      ...fields,
-    });
-  }
+  const guard = <T>(run: () => Promise<T>): Promise<T> => guarded(run, apiKey);
+  const viewOf = (read: () => Promise<CommittedState | null>): Promise<CommittedView> =>
+    guard(async () => committedView(await read()));
+  const decided = decisionRecorder(metrics, log);
 
   return {
     /**
@@ -318,15 +205,17 @@ export function createActivities(deps: ActivityDeps) {
     async consumeStream(input: ConsumeStreamInput): Promise<ConsumeOutcome> {
       const ctx = Context.current();
       const { attempt } = ctx.info;
-      const outcome = await finalFailures(() =>
-        runConsumeStream(streamDeps, input, {
-          heartbeat: (details) => ctx.heartbeat(details),
-          // The alert figures ride on the progress signal: one outbox summary per signal sent (at most every 20 s).
-          report: workflowProgressReporter(log, () => summarizeOutbox(pool, input.consumerId)),
-          signal: ctx.cancellationSignal,
-          attempt: { activity: `${ctx.info.workflowExecution?.runId ?? ''}/${ctx.info.activityId}`, number: attempt },
-          ...(attempt > 1 ? { takeover: { attempt, counters: heartbeatCounters(ctx.info.heartbeatDetails) } } : {}),
-        }),
+      const outcome = await finalFailures(
+        () =>
+          runConsumeStream(streamDeps, input, {
+            heartbeat: (details) => ctx.heartbeat(details),
+            // The alert figures ride on the progress signal: one outbox summary per signal sent (at most every 20 s).
+            report: workflowProgressReporter(log, () => summarizeOutbox(pool, input.consumerId)),
+            signal: ctx.cancellationSignal,
+            attempt: { activity: `${ctx.info.workflowExecution?.runId ?? ''}/${ctx.info.activityId}`, number: attempt },
+            ...(attempt > 1 ? { takeover: { attempt, counters: heartbeatCounters(ctx.info.heartbeatDetails) } } : {}),
+          }),
+        apiKey,
       );
       log.info('lease ended', {
         consumerId: input.consumerId,
@@ -338,69 +227,30 @@ export function createActivities(deps: ActivityDeps) {
       return outcome;
     },
 
-    /**
-     * Pages the history source from the consumer's saved cursor (docs/protocol.md §8). Heartbeats its progress
-     * at least every heartbeatEveryMs (so a cancellation reaches it during a long backoff too); cancellation stops
-     * at a chunk boundary. Protocol stops are returned; a source still failing after the bounded backoff is
-     * thrown as a retryable PageSourceUnavailable (Temporal retries from the saved cursor).
-     */
+    /** Pages the history source from the consumer's saved cursor (docs/protocol.md §8); see consumePagesRun. */
     async consumePages(input: ConsumePagesActivityInput): Promise<PageOutcome> {
-      const ctx = Context.current();
-      const { stream, ...asked } = input;
-      // A retried attempt keeps the target the failed one fixed at its first page (its last heartbeat carries it).
-      const previous = ctx.info.heartbeatDetails as Partial<PageHeartbeat> | undefined;
-      const pagesInput: ConsumePagesInput =
-        asked.target === 'head' && previous?.target ? { ...asked, target: previous.target } : asked;
-      const config = pageConsumerConfig(deps.config, stream);
-      // Until this attempt's first page, its heartbeats repeat the failed one's (a second crash keeps the target).
-      let last: PageHeartbeat | undefined = previous?.target ? (previous as PageHeartbeat) : undefined;
-      const heartbeat = (details?: PageHeartbeat): void => {
-        if (details) last = details;
-        ctx.heartbeat(last);
-      };
-      const timer = setInterval(() => heartbeat(), deps.config.stream.heartbeatEveryMs);
-      try {
-        return await guarded(async () => {
-          const pageDeps = { store: pageStore, config, log, ...(deps.pageHooks ? { hooks: deps.pageHooks } : {}) };
-          const outcome = await runConsumePages(pageDeps, pagesInput, {
-            heartbeat,
-            signal: ctx.cancellationSignal,
-          });
-          if (outcome.kind === 'source_failed' && outcome.retryable) {
-            throw ApplicationFailure.create({
-              type: 'PageSourceUnavailable',
-              message: scrub(
-                `page source ${outcome.code}${outcome.status === null ? '' : ` (HTTP ${outcome.status})`}: ${outcome.message}`,
-              ),
-              details: [{ code: outcome.code, progress: outcome.progress }],
-            });
-          }
-          return outcome;
-        });
-      } finally {
-        clearInterval(timer);
-      }
+      return consumePagesRun(deps, pageStore, input);
     },
 
     async loadCommitted(input: { consumerId: string }): Promise<CommittedView> {
-      return guarded(async () => committedView(await loadCommitted(pool, input.consumerId)));
+      return viewOf(() => loadCommitted(pool, input.consumerId));
     },
 
     async recordGapDecision(input: DecisionInput<GapDecision>): Promise<CommittedView> {
-      const view = await guarded(async () => committedView(await recordGapDecision(pool, input)));
+      const view = await viewOf(() => recordGapDecision(pool, input));
       decided('gap', input);
       return view;
     },
 
     async recordBindingDecision(input: DecisionInput<BindingDecision>): Promise<CommittedView> {
-      const view = await guarded(async () => committedView(await recordBindingDecision(pool, input)));
+      const view = await viewOf(() => recordBindingDecision(pool, input));
       decided('binding', input);
       return view;
     },
 
     /** A backfill's gap decision (from_floor or abandon), with its audit row. */
     async recordPageGapDecision(input: DecisionInput<GapDecision>): Promise<PageDecisionView> {
-      return guarded(() => recordPageGapDecision(pool, input));
+      return guard(() => recordPageGapDecision(pool, input));
     },
 
     /** A backfill's consumer id, at its target, becomes a stream consumer starting from the floor. */
@@ -409,7 +259,7 @@ export function createActivities(deps: ActivityDeps) {
       const inside = hooks?.insideHandover
         ? (progress: { appliedPosition: number }) => hooks.insideHandover?.(progress)
         : undefined;
-      const handover = await guarded(() => handOverToStream(pool, input, inside));
+      const handover = await guard(() => handOverToStream(pool, input, inside));
       log.info('backfill handover', { consumerId: input.consumerId, ...handover });
       return handover;
     },
@@ -418,11 +268,11 @@ export function createActivities(deps: ActivityDeps) {
     async resolveQuarantine(
       input: DecisionInput<QuarantineDecision> & { eventIds?: string[] },
     ): Promise<{ resolved: number }> {
-      return guarded(async () => {
+      return guard(async () => {
         const resolved = await resolveQuarantine(pool, input);
         if (resolved === 0) {
           throw ApplicationFailure.create({
-            type: 'InvalidDecision',
+            type: FailureType.InvalidDecision,
             message: `no held quarantine record of consumer ${input.consumerId} matched${input.eventIds ? ` events ${input.eventIds.join(', ')}` : ''}`,
             nonRetryable: true,
           });
@@ -432,47 +282,123 @@ export function createActivities(deps: ActivityDeps) {
       });
     },
 
-    /**
-     * Waits for the database after a streaming run lost it: `SELECT 1` every `pollMs` from `minWaitMs` on, until it
-     * answers (the next run can commit at once) or `maxWaitMs` passed. Heartbeats every try, so a worker lost
-     * meanwhile is noticed; a cancellation (pause, rebind) ends the wait.
-     */
+    /** Waits for the database after a streaming run lost it; see waitForDatabase. */
     async waitForDatabase(input: WaitForDatabaseInput): Promise<{ answered: boolean; waitedMs: number }> {
-      const ctx = Context.current();
-      const started = Date.now();
-      ctx.heartbeat({ attempt: 0, waitedMs: 0 });
-      await ctx.sleep(input.minWaitMs);
-      // A heartbeat before each question and each pause: neither outlasts the (short) heartbeat timeout.
-      for (let attempt = 1; ; attempt++) {
-        ctx.heartbeat({ attempt, waitedMs: Date.now() - started });
-        const answered = await databaseAnswers(pool, DATABASE_PROBE_TIMEOUT_MS);
-        const waitedMs = Date.now() - started;
-        if (answered || waitedMs >= input.maxWaitMs) return { answered, waitedMs };
-        ctx.heartbeat({ attempt, waitedMs });
-        await ctx.sleep(Math.min(input.pollMs, input.maxWaitMs - waitedMs));
-      }
+      return waitForDatabase(pool, input);
     },
 
     /** Polls the committed checkpoint until it reaches `generation` (a rebind's first commit), within a bound. */
     async waitForGeneration(input: WaitForGenerationInput): Promise<CommittedView> {
-      const ctx = Context.current();
-      const pollMs = input.pollMs ?? 500;
-      const deadline = Date.now() + input.timeoutMs;
-      for (;;) {
-        const view = await guarded(async () => committedView(await loadCommitted(pool, input.consumerId)));
-        ctx.heartbeat({ generation: view.summary.generation, position: view.summary.position });
-        if ((view.summary.generation ?? 0) >= input.generation) return view;
-        if (Date.now() >= deadline) {
-          throw ApplicationFailure.create({
-            type: 'GenerationNotReached',
-            message: `consumer ${input.consumerId} did not commit generation ${input.generation} within ${input.timeoutMs} ms (still at ${view.summary.generation ?? 'none'})`,
-            nonRetryable: true,
-          });
-        }
-        await ctx.sleep(pollMs); // rejects with CancelledFailure when the workflow cancels the wait
-      }
+      return waitForGeneration(input, () => viewOf(() => loadCommitted(pool, input.consumerId)));
     },
   };
+}
+
+/** Logs and counts a recorded operator decision. */
+function decisionRecorder(metrics: ConsumerMetrics, log: ConsumeStreamLog) {
+  return (
+    kind: DecisionKind,
+    input: DecisionInput<GapDecision | BindingDecision | QuarantineDecision>,
+    fields: Record<string, unknown> = {},
+  ): void => {
+    metrics.decisionRecorded(input.consumerId, kind, input.decision);
+    const { consumerId, decision, actor, reason } = input;
+    log.info('decision recorded', { consumerId, kind, decision, actor, reason, ...fields });
+  };
+}
+
+/**
+ * The consumePages activity: pages the history source from the consumer's saved cursor. Heartbeats its progress
+ * at least every heartbeatEveryMs (so a cancellation reaches it during a long backoff too); cancellation stops
+ * at a chunk boundary. Protocol stops are returned; a source still failing after the bounded backoff is
+ * thrown as a retryable PageSourceUnavailable (Temporal retries from the saved cursor).
+ */
+async function consumePagesRun(
+  deps: ActivityDeps,
+  store: PageStore,
+  input: ConsumePagesActivityInput,
+): Promise<PageOutcome> {
+  const ctx = Context.current();
+  const { apiKey } = deps.config.stream;
+  const { stream, ...asked } = input;
+  // A retried attempt keeps the target the failed one fixed at its first page (its last heartbeat carries it).
+  const previous = ctx.info.heartbeatDetails as Partial<PageHeartbeat> | undefined;
+  const pagesInput: ConsumePagesInput =
+    asked.target === 'head' && previous?.target ? { ...asked, target: previous.target } : asked;
+  const config = pageConsumerConfig(deps.config, stream);
+  // Until this attempt's first page, its heartbeats repeat the failed one's (a second crash keeps the target).
+  let last: PageHeartbeat | undefined = previous?.target ? (previous as PageHeartbeat) : undefined;
+  const heartbeat = (details?: PageHeartbeat): void => {
+    if (details) last = details;
+    ctx.heartbeat(last);
+  };
+  const timer = setInterval(() => heartbeat(), deps.config.stream.heartbeatEveryMs);
+  try {
+    return await guarded(async () => {
+      const pageDeps = { store, config, log: deps.log, ...(deps.pageHooks ? { hooks: deps.pageHooks } : {}) };
+      const outcome = await runConsumePages(pageDeps, pagesInput, { heartbeat, signal: ctx.cancellationSignal });
+      if (outcome.kind === 'source_failed' && outcome.retryable) {
+        throw ApplicationFailure.create({
+          type: FailureType.PageSourceUnavailable,
+          message: redactSecret(
+            `page source ${outcome.code}${outcome.status === null ? '' : ` (HTTP ${outcome.status})`}: ${outcome.message}`,
+            apiKey,
+          ),
+          details: [{ code: outcome.code, progress: outcome.progress }],
+        });
+      }
+      return outcome;
+    }, apiKey);
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+/**
+ * The waitForDatabase activity: `SELECT 1` every `pollMs` from `minWaitMs` on, until the database answers (the next
+ * run can commit at once) or `maxWaitMs` passed. Heartbeats every try, so a worker lost meanwhile is noticed; a
+ * cancellation (pause, rebind) ends the wait.
+ */
+async function waitForDatabase(
+  pool: pg.Pool,
+  input: WaitForDatabaseInput,
+): Promise<{ answered: boolean; waitedMs: number }> {
+  const ctx = Context.current();
+  const started = Date.now();
+  ctx.heartbeat({ attempt: 0, waitedMs: 0 });
+  await ctx.sleep(input.minWaitMs);
+  // A heartbeat before each question and each pause: neither outlasts the (short) heartbeat timeout.
+  for (let attempt = 1; ; attempt++) {
+    ctx.heartbeat({ attempt, waitedMs: Date.now() - started });
+    const answered = await databaseAnswers(pool, DATABASE_PROBE_TIMEOUT_MS);
+    const waitedMs = Date.now() - started;
+    if (answered || waitedMs >= input.maxWaitMs) return { answered, waitedMs };
+    ctx.heartbeat({ attempt, waitedMs });
+    await ctx.sleep(Math.min(input.pollMs, input.maxWaitMs - waitedMs));
+  }
+}
+
+/** The waitForGeneration activity: `load` (the committed view) every pollMs until its generation is reached. */
+async function waitForGeneration(
+  input: WaitForGenerationInput,
+  load: () => Promise<CommittedView>,
+): Promise<CommittedView> {
+  const ctx = Context.current();
+  const pollMs = input.pollMs ?? 500;
+  const deadline = Date.now() + input.timeoutMs;
+  for (;;) {
+    const view = await load();
+    ctx.heartbeat({ generation: view.summary.generation, position: view.summary.position });
+    if ((view.summary.generation ?? 0) >= input.generation) return view;
+    if (Date.now() >= deadline) {
+      throw ApplicationFailure.create({
+        type: FailureType.GenerationNotReached,
+        message: `consumer ${input.consumerId} did not commit generation ${input.generation} within ${input.timeoutMs} ms (still at ${view.summary.generation ?? 'none'})`,
+        nonRetryable: true,
+      });
+    }
+    await ctx.sleep(pollMs); // rejects with CancelledFailure when the workflow cancels the wait
+  }
 }
 
 /** True when the database answers a trivial query within `timeoutMs`. */
@@ -490,13 +416,6 @@ async function databaseAnswers(pool: pg.Pool, timeoutMs: number): Promise<boolea
   } finally {
     clearTimeout(timer);
   }
-}
-
-/** The failure details of a streaming run's report: the committed checkpoint, and the rest as `run`. */
-function ranDetails(report: ReturnType<typeof runReportOf>): { committed?: CheckpointSummary; run?: RunReport } {
-  if (report === null) return {};
-  const { committed, ...run } = report;
-  return { committed, run };
 }
 
 function isAwaitingDecision(kind: ConsumeOutcome['kind']): kind is AwaitingDecisionReason {

@@ -21,6 +21,7 @@ import {
 import { NO_ACTIONS, type ActionRules, type QuarantinePolicy, type StagedEvent } from '../protocol/types.js';
 import type { ConsumeStreamLog } from './stream-ports.js';
 import { requestPage, type PageAnswer, type PageFailureCode, type PageSourceConfig } from './page-source.js';
+import { emptyPageCounters, type PageCounters } from './types.js';
 
 export interface PageConsumerConfig extends PageSourceConfig {
   /** Events per durable chunk (a position is never split, so a chunk can be larger). */
@@ -98,18 +99,6 @@ export interface ConsumePagesInput {
    * source repeats its cursor through the whole backoff (`caught_up`), which a growing history never does.
    */
   target?: PageTarget;
-}
-
-export interface PageCounters {
-  requests: number;
-  pages: number;
-  chunks: number;
-  applied: number;
-  /** Events of the page at or below the applied position, matched to their receipts. */
-  recognised: number;
-  duplicates: number;
-  noEffect: number;
-  quarantined: number;
 }
 
 /** Small: never a page, never the key. */
@@ -246,10 +235,6 @@ export async function consumePages(
     };
   }
   return new PageRun(deps, input, ctx, opened.progress, counters).run();
-}
-
-function emptyPageCounters(): PageCounters {
-  return { requests: 0, pages: 0, chunks: 0, applied: 0, recognised: 0, duplicates: 0, noEffect: 0, quarantined: 0 };
 }
 
 class PageRun {

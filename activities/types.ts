@@ -103,6 +103,23 @@ export function asRunReport(value: unknown): RunReport | null {
   };
 }
 
+/** A page run's counters; the backfill sums them over its runs. */
+export interface PageCounters {
+  requests: number;
+  pages: number;
+  chunks: number;
+  applied: number;
+  /** Events of the page at or below the applied position, matched to their receipts. */
+  recognised: number;
+  duplicates: number;
+  noEffect: number;
+  quarantined: number;
+}
+
+export function emptyPageCounters(): PageCounters {
+  return { requests: 0, pages: 0, chunks: 0, applied: 0, recognised: 0, duplicates: 0, noEffect: 0, quarantined: 0 };
+}
+
 const COUNTER_FIELDS = ['sessions', 'checkpointsCommitted', 'eventsApplied', 'duplicates', 'acksSent'] as const;
 
 export function isCounters(value: unknown): value is StreamCounters {

@@ -1,11 +1,12 @@
 // The backfill workflow's state as a plain class: what the workflow drives, what survives continue-as-new, what
 // the status query answers and what Current Details shows. Pure (no Temporal APIs); the workflow supplies the clock.
 import type { PageOutcome, PageTarget } from '../activities/page-consumer.js';
+import { emptyPageCounters, type PageCounters } from '../activities/types.js';
+import { growingDelay } from '../protocol/backoff.js';
 import { formatCount, formatTime } from '../protocol/progress.js';
-import { gapResolution, quarantineResolution, resumeResolution, waitingDetails, type Resolution } from './commands.js';
+import { stopResolution, waitingDetails, waitingStop, type Resolution } from './commands.js';
 import type {
   BackfillCarriedState,
-  BackfillCounters,
   BackfillPhase,
   BackfillStatus,
   BackfillTarget,
@@ -19,7 +20,7 @@ export const BACKFILL_RUNNING_PHASES: readonly BackfillPhase[] = ['backfilling',
 
 /** The timer of the next wait at the head: doubles per wait in a row, up to the backoff maximum. */
 export function headWaitMs(headWaits: number, tuning: { backoffInitialMs: number; backoffMaxMs: number }): number {
-  return Math.min(tuning.backoffInitialMs * 2 ** Math.min(headWaits, 30), tuning.backoffMaxMs);
+  return growingDelay({ initialMs: tuning.backoffInitialMs, maxMs: tuning.backoffMaxMs }, Math.min(headWaits, 30));
 }
 
 /**
@@ -49,10 +50,6 @@ export function targetText(status: Pick<BackfillStatus, 'tail'> & Pick<BackfillC
   return `${formatCount(target.position)} (${origin}${target.historyId === null ? '' : `; history ${target.historyId}`})`;
 }
 
-export function emptyBackfillCounters(): BackfillCounters {
-  return { requests: 0, pages: 0, chunks: 0, applied: 0, recognised: 0, duplicates: 0, noEffect: 0, quarantined: 0 };
-}
-
 export class BackfillState {
   readonly consumerId: string;
   readonly filter: StreamFilter;
@@ -60,7 +57,7 @@ export class BackfillState {
   readonly thenStream: BackfillWorkflowInput['thenStream'] | null;
   phase: BackfillPhase;
   progress: BackfillCarriedState['progress'];
-  counters: BackfillCounters;
+  counters: PageCounters;
   runs: number;
   stop: ConsumerStop | null;
   lastError: string | null;
@@ -78,6 +75,10 @@ export class BackfillState {
     this.lastError = message;
   }
 
+  clearError(): void {
+    this.lastError = null;
+  }
+
   constructor(input: BackfillWorkflowInput) {
     const carried = input.carried;
     this.consumerId = input.consumerId;
@@ -86,7 +87,7 @@ export class BackfillState {
     this.thenStream = input.thenStream ?? null;
     this.phase = carried?.phase ?? 'backfilling';
     this.progress = carried?.progress ?? null;
-    this.counters = carried?.counters ?? emptyBackfillCounters();
+    this.counters = carried?.counters ?? emptyPageCounters();
     this.runs = carried?.runs ?? 0;
     this.stop = carried?.stop ?? null;
     this.lastError = carried?.lastError ?? null;
@@ -123,7 +124,7 @@ export class BackfillState {
     this.runs += 1;
     const sum = this.counters;
     const run = outcome.counters;
-    for (const key of Object.keys(sum) as (keyof BackfillCounters)[]) sum[key] += run[key];
+    for (const key of Object.keys(sum) as (keyof PageCounters)[]) sum[key] += run[key];
     if (outcome.sourceHistory) this.sourceHead = outcome.sourceHistory.head;
     const fixed = outcome.target ?? null;
     if (this.tail || fixed === null) return;
@@ -183,7 +184,7 @@ export class BackfillState {
   /** Stops in a waiting phase (or completes) with the reason and the commands that resolve it. */
   stopFor(phase: BackfillPhase, reason: string, nowIso: string): void {
     this.phase = phase;
-    this.stop = { phase, reason, resolveWith: this.resolveWith(phase), since: nowIso };
+    this.stop = waitingStop(phase, reason, this.resolution(phase), nowIso);
   }
 
   /** Leaves a waiting phase (or backoff) for the next page run. */
@@ -192,29 +193,20 @@ export class BackfillState {
     this.phase = 'backfilling';
   }
 
+  /** Leaves backoff, if still in it, for the next page run. */
+  endBackoff(): void {
+    if (this.phase === 'backoff') this.phase = 'backfilling';
+  }
+
   complete(ending: string): void {
     this.stop = null;
     this.ending = ending;
     this.phase = 'completed';
   }
 
-  private resolveWith(phase: BackfillPhase): string {
-    return this.resolution(phase)?.commands.join('\n') ?? '';
-  }
-
   /** The decisions that end a waiting phase, from a shell and from the UI (a backfill has no live cut). */
   private resolution(phase: ConsumerStop['phase']): Resolution | null {
-    const id = this.consumerId;
-    switch (phase) {
-      case 'awaiting_gap_decision':
-        return gapResolution(id, ['from_floor', 'abandon']);
-      case 'awaiting_quarantine_decision':
-        return quarantineResolution(id, ['release_terminal', 'retry']);
-      case 'paused':
-        return resumeResolution(id);
-      default:
-        return null;
-    }
+    return stopResolution(this.consumerId, phase, ['from_floor', 'abandon']);
   }
 
   carried(): BackfillCarriedState {

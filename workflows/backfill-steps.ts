@@ -5,7 +5,6 @@ import {
   ActivityCancellationType,
   ActivityFailure,
   ApplicationFailure,
-  CancellationScope,
   condition,
   isCancellation,
   log,
@@ -16,9 +15,11 @@ import {
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { Activities } from '../activities/index.js';
 import type { PageOutcome } from '../activities/page-consumer.js';
+import { FailureType, knownFailureType } from '../activities/types-failures.js';
 import type { BackfillInbox } from './backfill-inbox.js';
 import { headWaitMs, type BackfillState } from './backfill-state.js';
-import { decisionActivities, errorMessage, nowIso } from './consumer-steps.js';
+import { DecisionSteps, nowIso, type StepsContext } from './decision-steps.js';
+import { needsOperator } from './run-failure.js';
 import type { consumerWorkflow } from './consumer.js';
 import {
   consumerIdSearchAttribute,
@@ -29,64 +30,53 @@ import {
   type ConsumerTuning,
 } from './definitions.js';
 
-export interface BackfillStepContext {
-  state: BackfillState;
-  inbox: BackfillInbox;
-  tuning: Required<ConsumerTuning>;
+export interface BackfillStepContext extends StepsContext<BackfillState, BackfillInbox> {
   pagesPerRun: number;
-  publish: () => void;
 }
 
-export class BackfillSteps {
-  private readonly state: BackfillState;
-  private readonly inbox: BackfillInbox;
+export class BackfillSteps extends DecisionSteps<BackfillState, BackfillInbox> {
+  private readonly pagesPerRun: number;
   private readonly pages: Activities;
-  private readonly decisions: Activities;
   private readonly handover: Activities;
-  /** The running page activity's scope: a pause cancels it (it stops at a chunk boundary). */
-  private activityScope: CancellationScope | null = null;
   /** Workflow time of the last finished run, for Current Details. */
   lastRunAt: string | null = null;
 
-  constructor(private readonly context: BackfillStepContext) {
-    this.state = context.state;
-    this.inbox = context.inbox;
+  constructor(context: BackfillStepContext) {
+    super(context);
+    this.pagesPerRun = context.pagesPerRun;
     this.pages = pageActivities(context.tuning);
-    this.decisions = decisionActivities();
     this.handover = handoverActivities(context.tuning);
   }
 
-  interruptRun(): void {
-    this.activityScope?.cancel();
-  }
-
-  stopForPause(): void {
-    const pause = this.inbox.pause!;
-    this.stopFor('paused', `paused by ${pause.actor}: ${pause.reason}`);
+  /** The page run, the wait at the head and the handover: the phases only the backfill has. */
+  protected async ownStep(phase: BackfillPhase): Promise<boolean> {
+    if (phase === 'backfilling') {
+      await this.runPages();
+      return true;
+    }
+    if (phase === 'at_head') await this.waitAtHead();
+    else if (phase === 'handing_over') await this.handOver();
+    return false;
   }
 
   async runPages(): Promise<void> {
     const { state } = this;
     state.phase = 'backfilling';
-    this.context.publish();
-    const scope = new CancellationScope();
-    this.activityScope = scope;
+    this.publish();
     let outcome: PageOutcome;
     try {
-      outcome = await scope.run(() =>
+      outcome = await this.interruptible(() =>
         this.pages.consumePages({
           consumerId: state.consumerId,
           filter: state.filter,
           ...(state.stream ? { stream: state.stream } : {}),
-          maxPages: this.context.pagesPerRun,
+          maxPages: this.pagesPerRun,
           target: state.runTarget(),
         }),
       );
     } catch (error) {
       this.handleRunFailure(error);
       return;
-    } finally {
-      this.activityScope = null;
     }
     this.lastRunAt = nowIso();
     state.adopt(outcome, this.lastRunAt);
@@ -139,13 +129,7 @@ export class BackfillSteps {
         );
         return;
       case 'held_quarantine':
-        this.stopFor(
-          'awaiting_quarantine_decision',
-          `held quarantine blocks the page: ` +
-            outcome.items
-              .map((item) => `${item.eventId} (${item.reason}, ${item.kind} ${item.entityId} at ${item.position})`)
-              .join(', '),
-        );
+        this.stopForHeldQuarantine('page', outcome.items);
         return;
       case 'conflict':
         this.stopFor(
@@ -174,7 +158,7 @@ export class BackfillSteps {
     const cause = error instanceof ActivityFailure ? error.cause : error;
     const message = cause instanceof Error ? cause.message : String(cause);
     const type = cause instanceof ApplicationFailure ? cause.type : null;
-    if (type === 'ConfigError') {
+    if (needsOperator(knownFailureType(type))) {
       this.stopFor('paused', `${type}: ${message}. Fix the cause, then resume`);
       return;
     }
@@ -185,19 +169,13 @@ export class BackfillSteps {
   }
 
   async backoff(): Promise<void> {
-    const { tuning } = this.context;
-    const delay = Math.min(tuning.backoffInitialMs * 2 ** this.state.backoffRounds, tuning.backoffMaxMs);
-    this.state.backoffRounds += 1;
-    this.context.publish();
-    const before = this.inbox.wakeups;
-    await condition(() => this.inbox.wakeups !== before, delay);
-    if (this.state.phase === 'backoff') this.state.phase = 'backfilling';
+    await this.backOff();
   }
 
   /** At the source's head (tailing, or below the target): a growing durable timer, then the next page run. */
   async waitAtHead(): Promise<void> {
-    const { state, context } = this;
-    const delay = headWaitMs(state.headWaits, context.tuning);
+    const { state } = this;
+    const delay = headWaitMs(state.headWaits, this.tuning);
     state.headWaits += 1;
     state.waiting = { reason: state.atHeadReason(delay), until: new Date(Date.now() + delay).toISOString() };
     log.info('backfill at the head; waiting for the history to grow', {
@@ -207,10 +185,9 @@ export class BackfillSteps {
       target: state.tail ? null : (state.target?.position ?? null),
       delayMs: delay,
     });
-    context.publish();
-    const before = this.inbox.wakeups;
+    this.publish();
     try {
-      await condition(() => this.inbox.wakeups !== before, delay);
+      await this.untilWoken(delay);
     } finally {
       state.waiting = null;
     }
@@ -235,15 +212,6 @@ export class BackfillSteps {
       this.state.restartFromFloor();
       this.state.proceed();
     }
-  }
-
-  async decideQuarantine(): Promise<void> {
-    await condition(() => this.inbox.quarantine !== null);
-    const { ticket, value } = this.inbox.takeQuarantine()!;
-    const consumerId = this.state.consumerId;
-    if (!(await this.record(ticket, () => this.decisions.resolveQuarantine({ consumerId, ...value })))) return;
-    // The blocked page is asked again at the saved cursor; the decision now lets its chunk commit (or retries it).
-    this.state.proceed();
   }
 
   /**
@@ -274,7 +242,7 @@ export class BackfillSteps {
             filter: state.filter,
             initialStart: 'from_floor',
             ...(thenStream.leaseMs !== undefined ? { leaseMs: thenStream.leaseMs } : {}),
-            tuning: this.context.tuning,
+            tuning: this.tuning,
           },
         ],
         parentClosePolicy: ParentClosePolicy.ABANDON,
@@ -303,21 +271,6 @@ export class BackfillSteps {
     state.complete(`handed over to ${workflowId}${at}${of} (it starts at the floor; receipts recognise the overlap)`);
   }
 
-  private async record<T>(ticket: number, write: () => Promise<T>): Promise<T | null> {
-    let result: T;
-    try {
-      result = await write();
-    } catch (error) {
-      const message = `decision not recorded: ${errorMessage(error)}`;
-      this.state.lastError = message;
-      this.inbox.settle(ticket, message);
-      return null;
-    }
-    this.state.lastError = null;
-    this.inbox.settle(ticket, null);
-    return result;
-  }
-
   private stopFor(phase: BackfillPhase, reason: string): void {
     this.state.stopFor(phase, reason, nowIso());
   }
@@ -335,13 +288,17 @@ function handoverActivities(tuning: Required<ConsumerTuning>): Activities {
       initialInterval: 1_000,
       maximumInterval: 15_000,
       maximumAttempts: 8,
-      nonRetryableErrorTypes: ['InvalidDecision'],
+      nonRetryableErrorTypes: [FailureType.InvalidDecision],
     },
   });
 }
 
 /** Page-run failures that need an operator or another attempt's fencing, never a blind retry. */
-const PAGE_RUN_NON_RETRYABLE_TYPES = ['LeaseLost', 'DatabaseBehind', 'ConfigError'];
+const PAGE_RUN_NON_RETRYABLE_TYPES: FailureType[] = [
+  FailureType.LeaseLost,
+  FailureType.DatabaseBehind,
+  FailureType.ConfigError,
+];
 
 /** The bounded page run: heartbeats its progress, cancelled cooperatively, retried a bounded number of times. */
 function pageActivities(tuning: Required<ConsumerTuning>): Activities {

@@ -5,18 +5,11 @@
 // start's `until`), optionally handing the consumer id over to the live stream consumer; a tailing backfill has no
 // target and waits at the head on a growing durable timer. The handlers hand requests to the shared inbox; the
 // loop takes them in its steps.
-import {
-  condition,
-  continueAsNew,
-  log,
-  setCurrentDetails,
-  setHandler,
-  upsertSearchAttributes,
-} from '@temporalio/workflow';
+import { condition, continueAsNew, log, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
 import { BackfillInbox } from './backfill-inbox.js';
 import { BACKFILL_RUNNING_PHASES, BackfillState } from './backfill-state.js';
 import { BackfillSteps } from './backfill-steps.js';
-import { runPhaseLoop } from './phase-loop.js';
+import { phasePublisher, runPhaseLoop } from './phase-loop.js';
 import { DEFAULT_TUNING } from './consumer-steps.js';
 import {
   backfillResolveGapUpdate,
@@ -26,11 +19,9 @@ import {
   DEFAULT_PAGES_PER_RUN,
   kindSearchAttribute,
   pauseSignal,
-  phaseSearchAttribute,
   resolveGapSignal,
   resolveQuarantineSignal,
   resumeSignal,
-  type BackfillPhase,
   type BackfillStatus,
   type BackfillWorkflowInput,
   type GapResolution,
@@ -41,14 +32,7 @@ export async function backfillWorkflow(input: BackfillWorkflowInput): Promise<Ba
   const tuning = { ...DEFAULT_TUNING, ...input.tuning };
   const state = new BackfillState(input);
 
-  let publishedPhase: BackfillPhase | null = null;
-  const publish = (): void => {
-    if (state.phase !== publishedPhase) {
-      upsertSearchAttributes([{ key: phaseSearchAttribute, value: state.phase }]);
-      publishedPhase = state.phase;
-    }
-    setCurrentDetails(state.details(steps.lastRunAt));
-  };
+  const publish = phasePublisher(state, () => state.details(steps.lastRunAt));
   const inbox = new BackfillInbox(state, {
     interruptRun: () => steps.interruptRun(),
     publish,
@@ -69,39 +53,9 @@ export async function backfillWorkflow(input: BackfillWorkflowInput): Promise<Ba
   ]);
   publish();
 
-  return runPhaseLoop({
-    state,
+  return runPhaseLoop(steps, {
     runningPhases: BACKFILL_RUNNING_PHASES,
     maxRunsPerExecution: tuning.maxRunsPerExecution,
-    pauseRequested: () => inbox.pause !== null,
-    stopForPause: () => steps.stopForPause(),
-    publish,
-    step: async (phase) => {
-      switch (phase) {
-        case 'backfilling':
-          await steps.runPages();
-          return true;
-        case 'backoff':
-          await steps.backoff();
-          break;
-        case 'at_head':
-          await steps.waitAtHead();
-          break;
-        case 'paused':
-          await steps.waitForResume();
-          break;
-        case 'awaiting_gap_decision':
-          await steps.decideGap();
-          break;
-        case 'awaiting_quarantine_decision':
-          await steps.decideQuarantine();
-          break;
-        case 'handing_over':
-          await steps.handOver();
-          break;
-      }
-      return false;
-    },
     continueAsNew: () => continueAsNew<typeof backfillWorkflow>({ ...input, carried: state.carried() }),
   });
 }

@@ -111,6 +111,39 @@ export function resumeResolution(consumerId: string): Resolution {
 }
 
 /**
+ * The decisions that end a waiting phase, from a shell and from the UI; null in the other phases. `gapDecisions`:
+ * the gap decisions the workflow takes (a backfill has no live cut).
+ */
+export function stopResolution(
+  consumerId: string,
+  phase: ConsumerStop['phase'],
+  gapDecisions: readonly GapDecision[],
+): Resolution | null {
+  switch (phase) {
+    case 'awaiting_gap_decision':
+      return gapResolution(consumerId, gapDecisions);
+    case 'awaiting_binding_decision':
+      return bindingResolution(consumerId, ['retry', 'from_floor', 'live_cut', 'abandon']);
+    case 'awaiting_quarantine_decision':
+      return quarantineResolution(consumerId, ['release_terminal', 'retry']);
+    case 'paused':
+      return resumeResolution(consumerId);
+    default:
+      return null;
+  }
+}
+
+/** A stop in a waiting phase: why, the commands that resolve it (one a line), and since when. */
+export function waitingStop(
+  phase: ConsumerStop['phase'],
+  reason: string,
+  resolution: Resolution | null,
+  since: string,
+): ConsumerStop {
+  return { phase, reason, resolveWith: resolution?.commands.join('\n') ?? '', since };
+}
+
+/**
  * Current Details of a stopped workflow, what to do first: why it waits, then the decisions from a shell (each
  * command wrapped to the panel's width) and from the UI alone (the update or signal by name, one JSON line per
  * decision).

@@ -26,14 +26,7 @@ import {
   type ProgressReading,
 } from '../protocol/progress.js';
 import { movedForward } from './run-failure.js';
-import {
-  bindingResolution,
-  gapResolution,
-  quarantineResolution,
-  resumeResolution,
-  waitingDetails,
-  type Resolution,
-} from './commands.js';
+import { stopResolution, waitingDetails, waitingStop, type Resolution } from './commands.js';
 import type {
   ConsumerCarriedState,
   ConsumerPhase,
@@ -315,7 +308,7 @@ export class ConsumerState {
   /** Stops in a waiting phase with the reason and the commands that resolve it. */
   stopFor(phase: ConsumerPhase, reason: string, nowIso: string): void {
     this.phase = phase;
-    this.stop = { phase, reason, resolveWith: this.resolveWith(phase), since: nowIso };
+    this.stop = waitingStop(phase, reason, this.resolution(phase), nowIso);
   }
 
   /** Leaves a waiting phase (or backoff) for the session the start directive names. */
@@ -324,25 +317,14 @@ export class ConsumerState {
     this.phase = this.runningPhase();
   }
 
-  private resolveWith(phase: ConsumerPhase): string {
-    return this.resolution(phase)?.commands.join('\n') ?? '';
+  /** Leaves backoff, if still in it, for the session the start directive names. */
+  endBackoff(): void {
+    if (this.phase === 'backoff') this.phase = this.runningPhase();
   }
 
   /** The decisions that end a waiting phase, from a shell and from the UI; null in the other phases. */
   private resolution(phase: ConsumerStop['phase']): Resolution | null {
-    const id = this.consumerId;
-    switch (phase) {
-      case 'awaiting_gap_decision':
-        return gapResolution(id, ['from_floor', 'live_cut', 'abandon']);
-      case 'awaiting_binding_decision':
-        return bindingResolution(id, ['retry', 'from_floor', 'live_cut', 'abandon']);
-      case 'awaiting_quarantine_decision':
-        return quarantineResolution(id, ['release_terminal', 'retry']);
-      case 'paused':
-        return resumeResolution(id);
-      default:
-        return null;
-    }
+    return stopResolution(this.consumerId, phase, ['from_floor', 'live_cut', 'abandon']);
   }
 
   carried(): ConsumerCarriedState {

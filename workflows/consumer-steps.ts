@@ -3,7 +3,6 @@
 // (consumer.ts) picks the step by phase and publishes the state after each one.
 import {
   ActivityCancellationType,
-  ActivityFailure,
   CancellationScope,
   condition,
   isCancellation,
@@ -13,10 +12,17 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities, CommittedView } from '../activities/index.js';
+import { FailureType } from '../activities/types-failures.js';
 import type { ConsumeOutcome, DecisionAudit } from '../activities/types.js';
 import type { ConsumerInbox } from './consumer-inbox.js';
 import type { ConsumerState } from './consumer-state.js';
-import { DEFAULT_HEARTBEAT_TIMEOUT_MS, leaseTaskQueue, type ConsumerTuning } from './definitions.js';
+import { DecisionSteps, errorMessage, nowIso, type StepsContext } from './decision-steps.js';
+import {
+  DEFAULT_HEARTBEAT_TIMEOUT_MS,
+  leaseTaskQueue,
+  type ConsumerPhase,
+  type ConsumerTuning,
+} from './definitions.js';
 import { classifyRunFailure, type RunFailure } from './run-failure.js';
 
 export const DEFAULT_TUNING: Required<ConsumerTuning> = {
@@ -52,48 +58,24 @@ export const DATABASE_PROBE_EVERY_MS = 1_000;
 /** One wait activity asks for at most this long; the workflow then starts another (a few history events each). */
 const DATABASE_PROBE_MAX_MS = 5 * 60_000;
 
-export interface StepContext {
-  state: ConsumerState;
-  inbox: ConsumerInbox;
-  tuning: Required<ConsumerTuning>;
+export interface StepContext extends StepsContext<ConsumerState, ConsumerInbox> {
   leaseMs: number;
-  /** Shows the state in search attributes and Current Details. */
-  publish: () => void;
 }
 
-export class ConsumerSteps {
-  private readonly state: ConsumerState;
-  private readonly inbox: ConsumerInbox;
-  private readonly publish: () => void;
+export class ConsumerSteps extends DecisionSteps<ConsumerState, ConsumerInbox> {
+  private readonly leaseMs: number;
   private readonly streaming: Activities;
   private readonly leases: Activities;
-  private readonly decisions: Activities;
   private readonly probes: Activities;
-  /** The running lease's scope: a pause or a rebind cancels it. */
-  private activityScope: CancellationScope | null = null;
   /** The server's retry-after of the last fault: the next backoff waits at least this long. */
   private retryAfterMs = 0;
 
-  constructor(private readonly context: StepContext) {
-    this.state = context.state;
-    this.inbox = context.inbox;
-    this.publish = context.publish;
+  constructor(context: StepContext) {
+    super(context);
+    this.leaseMs = context.leaseMs;
     this.streaming = streamingActivities(context.tuning, context.leaseMs);
     this.leases = leaseActivities(context.tuning, context.leaseMs, leaseTaskQueue(workflowInfo().taskQueue));
-    this.decisions = decisionActivities();
     this.probes = probeActivities(context.tuning);
-  }
-
-  /** Stops the running lease, if any, at its next checkpoint boundary. */
-  interruptRun(): void {
-    this.activityScope?.cancel();
-  }
-
-  /** Stops for the requested pause (the loop checks that one is). */
-  stopForPause(): void {
-    const pause = this.inbox.pause!;
-    this.stopFor('paused', `paused by ${pause.actor}: ${pause.reason}`);
-    log.info('consumer paused', { consumerId: this.state.consumerId, actor: pause.actor, reason: pause.reason });
   }
 
   /** Reads the committed checkpoint (the authority) and starts from it; an explicit first start only without one. */
@@ -123,16 +105,19 @@ export class ConsumerSteps {
       this.publish();
       return false;
     }
-    if (state.phase === 'backoff') state.phase = state.runningPhase();
+    state.endBackoff();
     state.backoffRounds = 0;
     return true;
   }
 
-  nextBackoffDelay(): number {
-    const { tuning } = this.context;
-    const delay = Math.min(tuning.backoffInitialMs * 2 ** this.state.backoffRounds, tuning.backoffMaxMs);
-    this.state.backoffRounds += 1;
-    return delay;
+  /** The lease (streaming, rebinding) and the binding decision: the phases only the stream consumer has. */
+  protected async ownStep(phase: ConsumerPhase): Promise<boolean> {
+    if (phase === 'streaming' || phase === 'rebinding') {
+      await this.runLease();
+      return true;
+    }
+    if (phase === 'awaiting_binding_decision') await this.decideBinding();
+    return false;
   }
 
   async runLease(): Promise<void> {
@@ -144,25 +129,21 @@ export class ConsumerSteps {
     // Only this run's failure may send the next backoff to wait for the database.
     state.awaitDatabase = false;
     this.publish();
-    const scope = new CancellationScope();
-    this.activityScope = scope;
     const streaming = patched(LEASE_QUEUE_PATCH) ? this.leases : this.streaming;
     let outcome: ConsumeOutcome;
     try {
-      outcome = await scope.run(() =>
+      outcome = await this.interruptible(() =>
         streaming.consumeStream({
           consumerId: state.consumerId,
           subscriptionId: state.subscriptionId,
           start: state.start,
-          leaseMs: this.context.leaseMs,
+          leaseMs: this.leaseMs,
           expected: state.committed,
         }),
       );
     } catch (error) {
       this.handleRunFailure(error);
       return;
-    } finally {
-      this.activityScope = null;
     }
     state.adopt(outcome, Date.now());
     state.noteProgress();
@@ -190,13 +171,7 @@ export class ConsumerSteps {
         this.stopFor('awaiting_binding_decision', `cursor_mismatch: ${outcome.message}`);
         return;
       case 'held_quarantine':
-        this.stopFor(
-          'awaiting_quarantine_decision',
-          `held quarantine blocks the checkpoint: ` +
-            outcome.items
-              .map((item) => `${item.eventId} (${item.reason}, ${item.kind} ${item.entityId} at ${item.position})`)
-              .join(', '),
-        );
+        this.stopForHeldQuarantine('checkpoint', outcome.items);
         return;
       case 'failed':
         this.stopFor('paused', `stream failed (${outcome.code}): ${outcome.message}. Fix the cause, then resume`);
@@ -244,7 +219,7 @@ export class ConsumerSteps {
     if (fault.committed) state.committed = fault.committed;
     state.noteProgress();
     state.noteError(`${fault.type}: ${fault.message}`);
-    if (fault.type === 'StorageFailure') {
+    if (fault.type === FailureType.StorageFailure) {
       // A database outage is waited out, never escalated to a stop: the next run resumes from the committed
       // checkpoint once Postgres answers again. A lost database is asked until it answers (the run starts within a
       // second of its return, whatever the outage's length); any other storage failure backs off on the timer.
@@ -260,7 +235,7 @@ export class ConsumerSteps {
     }
     const count = state.countFault();
     const at = `committed position ${state.committed?.position ?? 'none'}`;
-    if (count >= this.context.tuning.maxFaultsWithoutProgress) {
+    if (count >= this.tuning.maxFaultsWithoutProgress) {
       log.error('streaming runs keep failing without progress; stopping', {
         consumerId: state.consumerId,
         faults: count,
@@ -288,13 +263,9 @@ export class ConsumerSteps {
       await this.awaitDatabase();
       return;
     }
-    const delay = Math.max(this.nextBackoffDelay(), this.retryAfterMs);
+    const retryAfterMs = this.retryAfterMs;
     this.retryAfterMs = 0;
-    this.publish();
-    // A pause or a rebind ends the wait early; neither drops the committed token.
-    const before = this.inbox.wakeups;
-    await condition(() => this.inbox.wakeups !== before, delay);
-    if (this.state.phase === 'backoff') this.state.phase = this.state.runningPhase();
+    await this.backOff(retryAfterMs);
   }
 
   /**
@@ -311,7 +282,7 @@ export class ConsumerSteps {
     const waiting = scope
       .run(() =>
         this.probes.waitForDatabase({
-          minWaitMs: this.context.tuning.backoffInitialMs,
+          minWaitMs: this.tuning.backoffInitialMs,
           maxWaitMs: DATABASE_PROBE_MAX_MS,
           pollMs: DATABASE_PROBE_EVERY_MS,
         }),
@@ -332,7 +303,7 @@ export class ConsumerSteps {
     }
     if (!answered) return; // still away: ask again
     state.awaitDatabase = false;
-    if (state.phase === 'backoff') state.phase = state.runningPhase();
+    state.endBackoff();
   }
 
   async waitForResume(): Promise<void> {
@@ -369,15 +340,6 @@ export class ConsumerSteps {
     if (view) this.startAsDecided(view, value);
   }
 
-  async decideQuarantine(): Promise<void> {
-    await condition(() => this.inbox.quarantine !== null);
-    const { ticket, value } = this.inbox.takeQuarantine()!;
-    const consumerId = this.state.consumerId;
-    if (!(await this.record(ticket, () => this.decisions.resolveQuarantine({ consumerId, ...value })))) return;
-    // The blocked checkpoint is redelivered by the same start; the decision now lets it commit (or retries it).
-    this.state.proceed();
-  }
-
   /**
    * A recorded start decision: the view the recording returned says how the next session starts (an explicit
    * start the decision recorded; retry keeps what was recorded before), or that the consumer is abandoned.
@@ -389,22 +351,6 @@ export class ConsumerSteps {
     }
     this.state.adoptCommitted(view);
     this.state.proceed();
-  }
-
-  /** Runs the recording activity; answers the waiting update either way. Null: stay in the waiting phase. */
-  private async record<T>(ticket: number, write: () => Promise<T>): Promise<T | null> {
-    let result: T;
-    try {
-      result = await write();
-    } catch (error) {
-      const message = `decision not recorded: ${errorMessage(error)}`;
-      this.state.noteError(message);
-      this.inbox.settle(ticket, message);
-      return null;
-    }
-    this.state.clearError();
-    this.inbox.settle(ticket, null);
-    return result;
   }
 
   private stopFor(phase: Parameters<ConsumerState['stopFor']>[0], reason: string): void {
@@ -453,27 +399,4 @@ function probeActivities(tuning: Required<ConsumerTuning>): Activities {
     heartbeatTimeout: tuning.heartbeatTimeoutMs,
     retry: { initialInterval: 1_000, maximumAttempts: 3 },
   });
-}
-
-/** The short database steps: loading the checkpoint and recording decisions. */
-export function decisionActivities(): Activities {
-  return proxyActivities<Activities>({
-    startToCloseTimeout: 30_000,
-    retry: {
-      initialInterval: 1_000,
-      maximumInterval: 15_000,
-      maximumAttempts: 8,
-      nonRetryableErrorTypes: ['InvalidDecision'],
-    },
-  });
-}
-
-/** Workflow time (deterministic), as the state's timestamps show it. */
-export function nowIso(): string {
-  return new Date(Date.now()).toISOString();
-}
-
-export function errorMessage(error: unknown): string {
-  const cause = error instanceof ActivityFailure && error.cause ? error.cause : error;
-  return cause instanceof Error ? cause.message : String(cause);
 }

@@ -8,7 +8,6 @@ import {
   continueAsNew,
   getExternalWorkflowHandle,
   log,
-  setCurrentDetails,
   setHandler,
   sleep,
   upsertSearchAttributes,
@@ -17,13 +16,12 @@ import { isProgressReading } from '../protocol/progress.js';
 import { ConsumerInbox } from './consumer-inbox.js';
 import { ConsumerState, RUNNING_PHASES } from './consumer-state.js';
 import { ConsumerSteps, DEFAULT_TUNING } from './consumer-steps.js';
-import { runPhaseLoop } from './phase-loop.js';
+import { phasePublisher, runPhaseLoop } from './phase-loop.js';
 import {
   consumerIdSearchAttribute,
   DEFAULT_LEASE_MS,
   kindSearchAttribute,
   pauseSignal,
-  phaseSearchAttribute,
   PROGRESS_SIGNAL,
   rebindRejectedSignal,
   rebindSignal,
@@ -39,7 +37,6 @@ import {
 } from './definitions.js';
 import type {
   BindingResolution,
-  ConsumerPhase,
   ConsumerStatus,
   ConsumerWorkflowInput,
   GapResolution,
@@ -52,15 +49,7 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
   const state = new ConsumerState(input);
   const id = state.consumerId;
 
-  let publishedPhase: ConsumerPhase | null = null;
-  /** Search attributes (only when the phase changed) and Current Details. */
-  const publish = (): void => {
-    if (state.phase !== publishedPhase) {
-      upsertSearchAttributes([{ key: phaseSearchAttribute, value: state.phase }]);
-      publishedPhase = state.phase;
-    }
-    setCurrentDetails(state.details(Date.now()));
-  };
+  const publish = phasePublisher(state, () => state.details(Date.now()));
   const inbox = new ConsumerInbox(state, {
     interruptRun: () => steps.interruptRun(),
     publish,
@@ -81,37 +70,9 @@ export async function consumerWorkflow(input: ConsumerWorkflowInput): Promise<Co
   }
   publish();
 
-  return runPhaseLoop({
-    state,
+  return runPhaseLoop(steps, {
     runningPhases: RUNNING_PHASES,
     maxRunsPerExecution: tuning.maxRunsPerExecution,
-    pauseRequested: () => inbox.pause !== null,
-    stopForPause: () => steps.stopForPause(),
-    publish,
-    step: async (phase) => {
-      switch (phase) {
-        case 'streaming':
-        case 'rebinding':
-          await steps.runLease();
-          return true;
-        case 'backoff':
-          await steps.backoff();
-          break;
-        case 'paused':
-          await steps.waitForResume();
-          break;
-        case 'awaiting_gap_decision':
-          await steps.decideGap();
-          break;
-        case 'awaiting_binding_decision':
-          await steps.decideBinding();
-          break;
-        case 'awaiting_quarantine_decision':
-          await steps.decideQuarantine();
-          break;
-      }
-      return false;
-    },
     continueAsNew: () =>
       continueAsNew<typeof consumerWorkflow>({ ...input, filter: state.filter, carried: state.carried() }),
   });

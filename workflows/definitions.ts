@@ -9,6 +9,7 @@ import type {
   CommittedTotals,
   DecisionAudit,
   GapDecision,
+  PageCounters,
   QuarantineDecision,
   RunReport,
   StartDirective,
@@ -269,24 +270,13 @@ export interface BackfillTarget {
   fixedAt: string | null;
 }
 
-/** The page run's counters, summed over the backfill's runs. */
-export interface BackfillCounters {
-  requests: number;
-  pages: number;
-  chunks: number;
-  applied: number;
-  recognised: number;
-  duplicates: number;
-  noEffect: number;
-  quarantined: number;
-}
-
 /** What survives continue-as-new. No secrets, never a page. */
 export interface BackfillCarriedState {
   phase: BackfillPhase;
   /** The saved progress as the last run reported it (the database stays the authority). */
   progress: { resumeCursor: string | null; appliedPosition: number; version: number } | null;
-  counters: BackfillCounters;
+  /** The page runs' counters, summed. */
+  counters: PageCounters;
   runs: number;
   stop: ConsumerStop | null;
   lastError: string | null;

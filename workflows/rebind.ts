@@ -12,6 +12,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
+import { FailureType } from '../activities/types-failures.js';
 import { consumerWorkflowId, rebindRejectedSignal, rebindSignal } from './definitions.js';
 import type { RebindRejection, RebindWorkflowInput } from './definitions.js';
 import { parseRebindRequest } from './validation.js';
@@ -32,7 +33,7 @@ export async function rebindWorkflow(input: RebindWorkflowInput & { waitMs?: num
   const { waitForGeneration } = proxyActivities<Activities>({
     startToCloseTimeout: waitMs + 30_000,
     heartbeatTimeout: 10_000,
-    retry: { maximumAttempts: 3, nonRetryableErrorTypes: ['GenerationNotReached'] },
+    retry: { maximumAttempts: 3, nonRetryableErrorTypes: [FailureType.GenerationNotReached] },
   });
 
   let rejection: RebindRejection | null = null;

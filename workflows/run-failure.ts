@@ -4,6 +4,7 @@
 // fault: counted while the committed position does not move forward, waited on with a growing backoff, and past
 // the bound the consumer stops with the fault named. Pure: no workflow APIs, so it is unit-tested directly.
 import { ActivityFailure, ApplicationFailure, CancelledFailure, TimeoutFailure } from '@temporalio/common';
+import { FailureType, knownFailureType, unhandledFailureType } from '../activities/types-failures.js';
 import { asRunReport, type CheckpointSummary, type RunReport } from '../activities/types.js';
 
 export type RunFailure =
@@ -32,9 +33,6 @@ export type RunFailure =
       connectionLost: boolean;
     };
 
-/** Failure types that need an operator (the activity marks them non-retryable too). */
-const STOP_TYPES = ['DatabaseBehind', 'ConfigError'];
-
 export function classifyRunFailure(error: unknown): RunFailure {
   const cause = error instanceof ActivityFailure && error.cause ? error.cause : error;
   if (cause instanceof CancelledFailure) return { kind: 'cancelled' };
@@ -48,7 +46,7 @@ export function classifyRunFailure(error: unknown): RunFailure {
   const message = cause instanceof Error ? cause.message : String(cause);
   if (cause instanceof ApplicationFailure) {
     const type = cause.type ?? 'ApplicationFailure';
-    if (STOP_TYPES.includes(type)) return { kind: 'stop', type, message };
+    if (needsOperator(knownFailureType(cause.type))) return { kind: 'stop', type, message };
     return { kind: 'fault', type, message, ...failureDetails(cause.details?.[0]) };
   }
   return {
@@ -60,6 +58,29 @@ export function classifyRunFailure(error: unknown): RunFailure {
     run: null,
     connectionLost: false,
   };
+}
+
+/**
+ * A run's failure that needs an operator (the activity marks it non-retryable too); the stream consumer stops on it,
+ * and so does the backfill (whose page run raises only ConfigError of these).
+ */
+export function needsOperator(type: FailureType | null): boolean {
+  switch (type) {
+    case FailureType.DatabaseBehind:
+    case FailureType.ConfigError:
+      return true;
+    case FailureType.StreamTransportError:
+    case FailureType.LeaseLost:
+    case FailureType.StaleLeaseAttempt:
+    case FailureType.StorageFailure:
+    case FailureType.InvalidDecision:
+    case FailureType.PageSourceUnavailable:
+    case FailureType.GenerationNotReached:
+    case null:
+      return false;
+    default:
+      return unhandledFailureType(type);
+  }
 }
 
 type FailureDetails = Pick<

@@ -1,6 +1,7 @@
 // The backfill workflow's phase steps: run the page activity for a bounded number of pages and take its outcome,
 // back off, wait for a resume, apply the operator's decisions, and hand the consumer id over to the live stream.
-// Each step moves BackfillState to the next phase; the loop (backfill.ts) picks the step by phase and publishes.
+// The steps the stream consumer takes alike are DecisionSteps'. Each step moves BackfillState to the next phase; the
+// loop (phase-loop.ts) runs the phase's step and publishes.
 import {
   ActivityCancellationType,
   ActivityFailure,

@@ -1,6 +1,7 @@
-// The consumer workflow's phase steps: run a streaming lease and take its outcome, back off, wait for a resume,
-// and apply the operator's decisions. Each step moves ConsumerState to the next phase; the workflow's loop
-// (consumer.ts) picks the step by phase and publishes the state after each one.
+// The consumer workflow's phase steps: run a streaming lease and take its outcome, back off (or wait for a lost
+// database), wait for a resume, and apply the operator's decisions; the steps the backfill takes alike are
+// DecisionSteps'. Each step moves ConsumerState to the next phase; the loop (phase-loop.ts) runs the phase's step
+// and publishes the state after each one.
 import {
   ActivityCancellationType,
   CancellationScope,

@@ -9,6 +9,7 @@ import { createPool } from '../db/index.js';
 import type * as Db from '../db/index.js';
 import { notional, compareDecimal, parseDecimal } from '../protocol/decimal.js';
 import { freshCheckpoints, WHALE_ALERT_MIN_NOTIONAL } from './fixtures.js';
+import { createLeanTables } from './lean-statement.js';
 import type { CheckpointPlan } from '../protocol/types.js';
 import {
   describeMachine,
@@ -26,9 +27,9 @@ import {
 /** Checkpoint sizes; BENCH_SIZES=100,1000 narrows a run while investigating. */
 const SIZES = (process.env.BENCH_SIZES ?? '1,100,1000,10000').split(',').map(Number);
 /** Enough iterations for a stable p50 and a meaningful p99 at small sizes, bounded time at large ones. */
-const ITERATIONS: Record<number, number> = { 1: 400, 100: 150, 1_000: 40, 10_000: 8 };
-const DEFAULT_ITERATIONS = 20;
-const WARMUP = 3;
+export const ITERATIONS: Record<number, number> = { 1: 400, 100: 150, 1_000: 40, 10_000: 8 };
+export const DEFAULT_ITERATIONS = 20;
+export const WARMUP = 3;
 /** Samples of each single-event latency series; BENCH_LATENCY_SAMPLES=100 shortens a run. */
 const LATENCY_SAMPLES = Number(process.env.BENCH_LATENCY_SAMPLES ?? 500);
 const LATENCY_WARMUP = 20;
@@ -57,14 +58,10 @@ interface Row {
   ratioBefore: number | null;
 }
 
-const BASELINE_SCHEMA = `
-  CREATE TABLE bench_receipts (consumer_id text, event_id text, content_hash text, position bigint, ordinal int,
-                               PRIMARY KEY (consumer_id, event_id));
-  CREATE TABLE bench_effects (consumer_id text, entity_id text, revision int, market text, price numeric, size numeric,
-                              notional numeric, PRIMARY KEY (consumer_id, entity_id));
-  CREATE TABLE bench_checkpoint (consumer_id text PRIMARY KEY, position bigint, token text, version int);
-  INSERT INTO bench_checkpoint VALUES ('baseline', 0, '', 0);
-  CREATE TABLE bench_bare (n bigint);`;
+/** The bare one-row commit's table; the hand-written transaction writes the lean tables (bench/lean-statement.ts). */
+const BARE_SCHEMA = 'CREATE TABLE bench_bare (n bigint)';
+/** The hand-written transaction's consumer in the lean tables. */
+const HAND_WRITTEN = 'baseline';
 
 /** The floor of any durable commit: one row inserted in a transaction of its own (autocommit), prepared once. */
 async function bareCommit(pool: pg.Pool, n: number): Promise<number> {
@@ -96,15 +93,22 @@ async function handWrittenCommit(pool: pg.Pool, plan: CheckpointPlan): Promise<v
   try {
     await client.query('BEGIN');
     await client.query(
-      `INSERT INTO bench_receipts SELECT 'baseline', * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[]) ON CONFLICT DO NOTHING`,
-      [e.map((x) => x.eventId), e.map((x) => x.contentHash), e.map((x) => x.position), e.map((x) => x.ordinal)],
+      `INSERT INTO lean_receipts SELECT $1, * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::int[]) ON CONFLICT DO NOTHING`,
+      [
+        HAND_WRITTEN,
+        e.map((x) => x.eventId),
+        e.map((x) => x.contentHash),
+        e.map((x) => x.position),
+        e.map((x) => x.ordinal),
+      ],
     );
     await client.query(
-      `INSERT INTO bench_effects SELECT 'baseline', id, rev, market, price, size, price * size
-         FROM unnest($1::text[], $2::int[], $3::text[], $4::numeric[], $5::numeric[]) AS t(id, rev, market, price, size)
+      `INSERT INTO lean_effects SELECT $1, id, rev, market, price, size, price * size
+         FROM unnest($2::text[], $3::int[], $4::text[], $5::numeric[], $6::numeric[]) AS t(id, rev, market, price, size)
        ON CONFLICT (consumer_id, entity_id) DO UPDATE
           SET revision = EXCLUDED.revision, market = EXCLUDED.market, price = EXCLUDED.price, size = EXCLUDED.size, notional = EXCLUDED.notional`,
       [
+        HAND_WRITTEN,
         e.map((x) => x.entityId),
         e.map((x) => x.revision),
         data.map((d) => d.market),
@@ -113,8 +117,8 @@ async function handWrittenCommit(pool: pg.Pool, plan: CheckpointPlan): Promise<v
       ],
     );
     const res = await client.query(
-      `UPDATE bench_checkpoint SET position = $1, token = $2, version = version + 1 WHERE consumer_id = 'baseline'`,
-      [plan.checkpoint.position, plan.checkpoint.token],
+      `UPDATE lean_checkpoint SET position = $2, token = $3, version = version + 1 WHERE consumer_id = $1`,
+      [HAND_WRITTEN, plan.checkpoint.position, plan.checkpoint.token],
     );
     if (res.rowCount !== 1) throw new Error('baseline checkpoint row missing');
     await client.query('COMMIT');
@@ -209,12 +213,13 @@ export async function runCommitBench(ctx: BenchContext): Promise<void> {
   await withScratchDatabase('whalehunt_bench_commit', (url) =>
     withPool(url, async (pool) => {
       const ours = await committer(ctx.after, pool, 'bench');
-      await pool.query(BASELINE_SCHEMA);
+      await createLeanTables(pool, [HAND_WRITTEN]);
+      await pool.query(BARE_SCHEMA);
       const measure = async (before: Committer | null) => {
         // First, on a heap as small as a live consumer's: after the 10,000-event checkpoints below, a collection of
         // their garbage lands in some single-event commit and sets the p99.
         const latency = await measureLatency(pool, ours, before);
-        const baselinePlan = freshCheckpoints('baseline');
+        const baselinePlan = freshCheckpoints(HAND_WRITTEN);
         const rows: Row[] = [];
         for (const size of SIZES) {
           const series = { after: [] as number[], before: [] as number[], hand: [] as number[] };

@@ -142,3 +142,24 @@ export function replayFrames(url: string, cut: number, onFrame: (text: string) =
     });
   });
 }
+
+/** A journal's shape up to the cut, from one untimed replay: its events, checkpoints, and events by checkpoint. */
+export interface JournalCount {
+  events: number;
+  checkpoints: number;
+  /** the events up to and including each checkpoint's position */
+  eventsAt: Map<number, number>;
+}
+
+/** Counts the journal of `url` up to `cut` in one replay (which also makes the server generate it). */
+export async function countJournal(url: string, cut: number): Promise<JournalCount> {
+  const count: JournalCount = { events: 0, checkpoints: 0, eventsAt: new Map([[0, 0]]) };
+  await replayFrames(url, cut, (text) => {
+    if (text.includes('"type":"batch"')) count.events += (JSON.parse(text) as { events: unknown[] }).events.length;
+    else if (text.includes('"type":"checkpoint"')) {
+      count.checkpoints += 1;
+      count.eventsAt.set((JSON.parse(text) as { position: number }).position, count.events);
+    }
+  });
+  return count;
+}

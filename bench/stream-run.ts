@@ -42,6 +42,11 @@ export interface StreamRunResult {
   liveHeapMb: number | null;
   /** memory mode only */
   rss: RssSample[] | null;
+  /**
+   * The minimal consumer's only: start-up excluded, from the moment the last of its consumers had made its first
+   * commit to the end, and the events committed in between
+   */
+  steady: { wallMs: number; events: number } | null;
 }
 
 async function run(): Promise<StreamRunResult> {
@@ -171,6 +176,7 @@ async function run(): Promise<StreamRunResult> {
         maxRssMb: process.resourceUsage().maxRSS / 1024,
         liveHeapMb: heapMode ? liveHeap / 2 ** 20 : null,
         rss: rssSampler ? rss : null,
+        steady: null,
       };
     } finally {
       await pool.end();

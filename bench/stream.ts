@@ -15,7 +15,16 @@ import {
   type PostgresCpu,
   type PostgresCpuSample,
 } from './proc-cpu.js';
-import { SEED, probeHead, replayFrames, startSimulator, stopSimulator, type Simulator } from './simulator-process.js';
+import {
+  API_KEY,
+  SEED,
+  SUBSCRIPTION,
+  probeHead,
+  replayFrames,
+  startSimulator,
+  stopSimulator,
+  type Simulator,
+} from './simulator-process.js';
 import type { StreamRunResult } from './stream-run.js';
 import {
   ADMIN_DATABASE_URL,
@@ -38,15 +47,16 @@ import {
  * About 250,000 events: long enough that start-up and JIT warm-up are a small part of a run, as in a replay of
  * months (at 20,000 transitions they were a third of the consumer's CPU).
  */
-const TRANSITIONS = Number(process.env.BENCH_TRANSITIONS ?? 100_000);
+export const TRANSITIONS = Number(process.env.BENCH_TRANSITIONS ?? 100_000);
 /** BENCH_CHECKPOINT_EVERY=100 narrows a run while investigating. */
 const CHECKPOINT_EVERY = (process.env.BENCH_CHECKPOINT_EVERY ?? '10,100,1000').split(',').map(Number);
-/** Timed runs per tree and row. */
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+/** Timed runs per consumer and row. */
+export const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 
 export interface StreamRow {
   checkpointEvery: number;
-  target: Target['label'];
+  target: ConsumerLabel;
+  /** '–' for the minimal consumer */
   commit: string;
   runs: number;
   events: number;
@@ -63,11 +73,13 @@ export interface StreamRow {
   postgresBackendsCpuUsPerEvent: number | null;
   /** the reference server's CPU per event over the timed window */
   serverCpuUsPerEvent: number | null;
+  /** the consumer's process + its database's backends + the reference server, per event */
+  machineCpuUsPerEvent: number | null;
   commit50Ms: number;
   commit99Ms: number;
   peakRssMb: number;
-  /** from the separate heap pass */
-  liveHeapMb: number;
+  /** from the separate heap pass; null for the minimal consumer (not measured) */
+  liveHeapMb: number | null;
 }
 
 /** A stream run with the CPU other processes spent over its timed window, ms (null where it cannot be read). */
@@ -79,12 +91,23 @@ export interface MeasuredStreamRun extends StreamRunResult {
 
 let runSerial = 0;
 
+/** What a stream run measures: a tree's consumeStream (bench/stream-run.ts) or the minimal consumer. */
+export type Consumer = Target | 'minimal';
+export type ConsumerLabel = Target['label'] | 'minimal';
+export const labelOf = (consumer: Consumer): ConsumerLabel => (consumer === 'minimal' ? 'minimal' : consumer.label);
+
+/**
+ * One run of `consumer` from the floor to `cut` in a process of its own (the minimal consumer's is always timed),
+ * with the CPU that Postgres and the reference server spent over its timed window.
+ */
 export async function streamRun(
-  target: Target,
+  consumer: Consumer,
   sim: Simulator,
   cut: number,
   mode: 'timed' | 'heap' | 'memory',
   postgres: PostgresCpu,
+  /** the minimal consumer only: this many at once in its process */
+  consumers = 1,
 ): Promise<MeasuredStreamRun> {
   runSerial += 1;
   let database = '';
@@ -94,26 +117,28 @@ export async function streamRun(
       postgres: postgres.available ? postgres.sample(database) : null,
       serverMs: HAS_PROC ? processCpuMs(sim.process.pid!) : null,
     });
-  const result = await runBenchProcess<StreamRunResult>(
-    'stream-run.ts',
-    `stream run (${target.label}, ${mode})`,
-    {
-      BENCH_TARGET_ROOT: target.root,
-      BENCH_URL: sim.url,
-      BENCH_CUT: String(cut),
-      // A consumer of its own per run: the server keeps no state of one run for the next.
-      BENCH_CONSUMER: `bench-stream-${process.pid}-${runSerial}`,
-      BENCH_RUN_MODE: mode,
-    },
-    (line) => {
-      if (line.startsWith(TIMED_START)) {
-        database = line.slice(TIMED_START.length).trim();
-        sample();
-      } else if (line === TIMED_END) sample();
-    },
-  );
+  const common = {
+    BENCH_URL: sim.url,
+    BENCH_CUT: String(cut),
+    // A consumer of its own per run: the server keeps no state of one run for the next.
+    BENCH_CONSUMER: `bench-stream-${process.pid}-${runSerial}`,
+  };
+  const [script, env] =
+    consumer === 'minimal'
+      ? [
+          'minimal-run.ts',
+          { ...common, BENCH_API_KEY: API_KEY, BENCH_SUBSCRIPTION: SUBSCRIPTION, BENCH_CONSUMERS: String(consumers) },
+        ]
+      : ['stream-run.ts', { ...common, BENCH_TARGET_ROOT: consumer.root, BENCH_RUN_MODE: mode }];
+  const what = `stream run (${labelOf(consumer)}, ${mode})`;
+  const result = await runBenchProcess<StreamRunResult>(script, what, env, (line) => {
+    if (line.startsWith(TIMED_START)) {
+      database = line.slice(TIMED_START.length).trim();
+      sample();
+    } else if (line === TIMED_END) sample();
+  });
   const [start, end] = samples;
-  if (!start || !end) throw new Error(`stream run (${target.label}) did not mark its timed window`);
+  if (!start || !end) throw new Error(`${what} did not mark its timed window`);
   const delta = (a: number | null | undefined, b: number | null | undefined) => (a == null || b == null ? null : b - a);
   return {
     ...result,
@@ -121,6 +146,16 @@ export async function streamRun(
     postgresBackendsCpuMs: delta(start.postgres?.databaseMs, end.postgres?.databaseMs),
     serverCpuMs: delta(start.serverMs, end.serverMs),
   };
+}
+
+/**
+ * The machine's CPU of a run, ms: the consumer's process, its database's backends and the reference server
+ * (null where /proc cannot say).
+ */
+export function machineCpuMs(run: MeasuredStreamRun): number | null {
+  return run.postgresBackendsCpuMs === null || run.serverCpuMs === null
+    ? null
+    : run.cpuMs + run.postgresBackendsCpuMs + run.serverCpuMs;
 }
 
 /** µs per event of a CPU time in ms, the median over runs; null when any run could not read it. */
@@ -137,23 +172,25 @@ async function rowsFor(ctx: BenchContext, checkpointEvery: number, postgres: Pos
     // Untimed: the server generates its journal as it is first read (its CPU 28 µs/event then, 8 on the next read).
     await replayFrames(sim.url, cut);
     const targets = ctx.before ? [ctx.after, ctx.before] : [ctx.after];
-    const timed = new Map<Target, MeasuredStreamRun[]>(targets.map((t) => [t, []]));
+    const consumers: Consumer[] = [...targets, 'minimal'];
+    const timed = new Map<Consumer, MeasuredStreamRun[]>(consumers.map((c) => [c, []]));
     for (let r = 0; r < ROUNDS; r++) {
-      for (const target of interleaved(ctx, r)) {
-        timed.get(target)!.push(await streamRun(target, sim, cut, 'timed', postgres));
+      for (const consumer of [...interleaved(ctx, r), 'minimal' as const]) {
+        timed.get(consumer)!.push(await streamRun(consumer, sim, cut, 'timed', postgres));
       }
     }
     const heap = new Map<Target, StreamRunResult>();
     for (const target of targets) heap.set(target, await streamRun(target, sim, cut, 'heap', postgres));
-    return targets.map((target) => {
-      const runs = timed.get(target)!;
+    return consumers.map((consumer) => {
+      const runs = timed.get(consumer)!;
       const commits = runs.flatMap((r) => r.commitMs).sort((a, b) => a - b);
       const events = runs[0]!.events;
-      if (runs.some((r) => r.events !== events)) throw new Error(`runs disagree on the event count (${target.label})`);
+      const label = labelOf(consumer);
+      if (runs.some((r) => r.events !== events)) throw new Error(`runs disagree on the event count (${label})`);
       return {
         checkpointEvery,
-        target: target.label,
-        commit: target.commit,
+        target: label,
+        commit: consumer === 'minimal' ? '–' : consumer.commit,
         runs: runs.length,
         events,
         checkpoints: runs[0]!.checkpoints,
@@ -164,10 +201,11 @@ async function rowsFor(ctx: BenchContext, checkpointEvery: number, postgres: Pos
         postgresCpuUsPerEvent: usPerEvent(runs, (r) => r.postgresCpuMs),
         postgresBackendsCpuUsPerEvent: usPerEvent(runs, (r) => r.postgresBackendsCpuMs),
         serverCpuUsPerEvent: usPerEvent(runs, (r) => r.serverCpuMs),
+        machineCpuUsPerEvent: usPerEvent(runs, machineCpuMs),
         commit50Ms: round(percentile(commits, 50), 2),
         commit99Ms: round(percentile(commits, 99), 2),
         peakRssMb: round(median(runs.map((r) => r.maxRssMb))),
-        liveHeapMb: round(heap.get(target)!.liveHeapMb ?? 0),
+        liveHeapMb: consumer === 'minimal' ? null : round(heap.get(consumer)!.liveHeapMb ?? 0),
       };
     });
   } finally {
@@ -210,12 +248,14 @@ export async function runStreamBench(ctx: BenchContext): Promise<void> {
     `consumeStream replays a seeded journal (seed ${SEED}, ${TRANSITIONS} transitions, all events matched) from the floor to`,
     'its cut: from_floor (which returns after its first commit), then resume until the cut checkpoint commits. The reference',
     "server and every run are separate processes; each run gets a fresh scratch database and the worker's default staging",
-    `limits. Medians of ${ROUNDS} timed runs per tree, the trees alternating; commit percentiles over all of them. cpu =`,
+    `limits. Medians of ${ROUNDS} timed runs per consumer, the trees alternating; commit percentiles over all of them. cpu =`,
     "the run's user+system time per event; peak RSS = the run process's getrusage maximum (start-up included); live heap =",
     'the largest heapUsed after a full GC forced every 250 ms, in a separate untimed run. One untimed replay per server',
     'comes first (it generates the journal as it is first read). postgres cpu = the whole Postgres server (postmaster,',
     'its live and exited children) over the timed window, from /proc: any other client of the server counts too; run',
-    "backends = the live backends of the run's own database alone; server cpu = the reference server process.",
+    "backends = the live backends of the run's own database alone; server cpu = the reference server process; machine",
+    'cpu = client + run backends + server. minimal = the minimal consumer (bench/minimal-consumer.ts) on the same server',
+    'and journal, measured in each round after the trees: the anchor the ratios divide by.',
     describePostgresCpu(postgres),
     describeMachine(start, end),
     '',
@@ -233,6 +273,7 @@ export async function runStreamBench(ctx: BenchContext): Promise<void> {
         'postgres cpu µs/event',
         'run backends µs/event',
         'server cpu µs/event',
+        'machine cpu µs/event',
         'commit p50 ms',
         'commit p99 ms',
         'peak RSS MB',
@@ -251,10 +292,11 @@ export async function runStreamBench(ctx: BenchContext): Promise<void> {
         r.postgresCpuUsPerEvent ?? '–',
         r.postgresBackendsCpuUsPerEvent ?? '–',
         r.serverCpuUsPerEvent ?? '–',
+        r.machineCpuUsPerEvent ?? '–',
         r.commit50Ms,
         r.commit99Ms,
         r.peakRssMb,
-        r.liveHeapMb,
+        r.liveHeapMb ?? '–',
       ]),
     ),
     '',

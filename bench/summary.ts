@@ -311,7 +311,7 @@ export function writeSummary(): void {
           r.serverCpuUsPerEvent ?? '–',
           r.commit50Ms,
           r.peakRssMb,
-          r.liveHeapMb,
+          r.liveHeapMb ?? '–',
         ]),
       ),
       '',

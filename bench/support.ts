@@ -10,7 +10,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import pg from 'pg';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-export const RESULTS = join(ROOT, 'bench/results');
+/** BENCH_RESULTS_DIR sends a short validation run's results elsewhere, leaving the committed ones alone. */
+export const RESULTS = process.env.BENCH_RESULTS_DIR ?? join(ROOT, 'bench/results');
 /** Today's main: what `--baseline` compares against unless told otherwise. */
 export const DEFAULT_BASELINE_REF = 'dc9f4f4';
 

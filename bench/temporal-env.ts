@@ -18,11 +18,13 @@ import {
   phaseSearchAttribute,
   type ConsumerTuning,
 } from '../workflows/definitions.js';
-import { processCpuMs } from './proc-cpu.js';
+import { HAS_PROC, processCpuMs, type PostgresCpu } from './proc-cpu.js';
 import { API_KEY, probeHead, type Simulator } from './simulator-process.js';
 import { importFrom, withScratchDatabase, type Target } from './support.js';
 
 const NAMESPACE = 'default';
+/** How often a replay's committed positions are polled: 10 ms is well under 1% of a timed replay. */
+export const COMMIT_POLL_MS = 10;
 
 /** A local Temporal dev server with the consumer's search attributes. */
 export async function startTemporal(bench: string): Promise<TestWorkflowEnvironment> {
@@ -90,6 +92,21 @@ export interface TemporalReplay {
   wallMs: number;
   /** user+system CPU of the worker processes over the same window */
   workerCpuMs: number;
+  /**
+   * The rest of the machine's CPU over the window, from /proc (null where it cannot be read): the backends of the
+   * replay's database (the bench's polling connection included), the reference server, the Temporal dev server.
+   */
+  postgresBackendsCpuMs: number | null;
+  serverCpuMs: number | null;
+  temporalServerCpuMs: number | null;
+  /** with `eventsAt`: the window from every consumer's first commit to the last cut commit, start-up excluded */
+  steady: { wallMs: number; events: number } | null;
+}
+
+/** The worker's, Postgres's, the reference server's and the Temporal server's CPU of a replay, ms (null: unread). */
+export function machineCpuOfReplay(replay: TemporalReplay): number | null {
+  const { postgresBackendsCpuMs: pg, serverCpuMs: server, temporalServerCpuMs: temporal } = replay;
+  return pg === null || server === null || temporal === null ? null : replay.workerCpuMs + pg + server + temporal;
 }
 
 /**
@@ -107,8 +124,12 @@ export function replayThroughTemporal(options: {
   consumers: number;
   pollMs: number;
   timeoutMs: number;
+  /** where the machine's other CPU is read; without it only the workers' is */
+  postgres?: PostgresCpu;
+  /** the events of the journal up to each checkpoint position: measures the steady window too */
+  eventsAt?: ReadonlyMap<number, number>;
 }): Promise<TemporalReplay> {
-  const { env, target, sim, head, workers, consumers } = options;
+  const { env, target, sim, head, workers, consumers, postgres, eventsAt } = options;
   return withScratchDatabase('whalehunt_bench_temporal', async (dbUrl) => {
     const db = await importFrom<typeof Db>(target, 'db/index.ts');
     const taskQueue = `bench-temporal-${randomUUID().slice(0, 8)}`;
@@ -117,20 +138,62 @@ export function replayThroughTemporal(options: {
     const started = Array.from({ length: workers }, () => spawnWorker(target, workerEnv));
     try {
       await Promise.all(started.map((w) => w.running));
+      const database = new URL(dbUrl).pathname.slice(1);
+      const temporalPid = HAS_PROC ? devServerPid(env.address) : null;
+      const others = () => ({
+        postgres: postgres?.available ? postgres.sample(database).databaseMs : null,
+        server: HAS_PROC ? processCpuMs(sim.process.pid!) : null,
+        temporal: temporalPid === null ? null : processCpuMs(temporalPid),
+      });
       const cpuBefore = started.map((w) => processCpuMs(w.child.pid!));
+      const othersBefore = others();
       const ids = Array.from({ length: consumers }, (_, i) => `bench-${i}-${randomUUID().slice(0, 8)}`);
       const t = performance.now();
       await startConsumers(env, taskQueue, ids);
-      await untilCommittedAt(db, pool, ids, head, { pollMs: options.pollMs, deadline: t + options.timeoutMs });
+      const firstCommits = await untilCommittedAt(db, pool, ids, head, {
+        pollMs: options.pollMs,
+        deadline: t + options.timeoutMs,
+      });
       const wallMs = performance.now() - t;
       const workerCpuMs = started.reduce((sum, w, i) => sum + processCpuMs(w.child.pid!) - cpuBefore[i]!, 0);
+      const othersAfter = others();
+      const delta = (a: number | null, b: number | null) => (a === null || b === null ? null : b - a);
       await terminateAll(env, ids);
-      return { wallMs, workerCpuMs };
+      return {
+        wallMs,
+        workerCpuMs,
+        postgresBackendsCpuMs: delta(othersBefore.postgres, othersAfter.postgres),
+        serverCpuMs: delta(othersBefore.server, othersAfter.server),
+        temporalServerCpuMs: delta(othersBefore.temporal, othersAfter.temporal),
+        steady: eventsAt ? steadyWindow(firstCommits, eventsAt, head, t + wallMs) : null,
+      };
     } finally {
       await Promise.all(started.map(stopWorker));
       await pool.end();
     }
   });
+}
+
+/**
+ * Start-up excluded: from the moment the last consumer had made its first commit to the end, and the events the
+ * consumers committed in between (the journal's events up to the cut, less those up to each one's first commit).
+ */
+function steadyWindow(
+  firstCommits: FirstCommit[],
+  eventsAt: ReadonlyMap<number, number>,
+  head: number,
+  endedAt: number,
+): { wallMs: number; events: number } {
+  const events = (position: number) => {
+    const n = eventsAt.get(position);
+    if (n === undefined) throw new Error(`committed position ${position} is not a checkpoint of the journal`);
+    return n;
+  };
+  const from = Math.max(...firstCommits.map((c) => c.at));
+  return {
+    wallMs: endedAt - from,
+    events: firstCommits.reduce((sum, c) => sum + events(head) - events(c.position), 0),
+  };
 }
 
 export interface IdleLeaseCost {
@@ -241,21 +304,37 @@ async function startConsumers(
   );
 }
 
-/** Polls every consumer's committed position every `pollMs` until all are at `position`; past `deadline`, throws. */
+/** A consumer's first committed position seen, and when (performance.now()). */
+interface FirstCommit {
+  position: number;
+  at: number;
+}
+
+/**
+ * Polls every consumer's committed position every `pollMs` until all are at `position`; past `deadline`, throws.
+ * Resolves with each one's first commit seen.
+ */
 async function untilCommittedAt(
   db: typeof Db,
   pool: ReturnType<typeof Db.createPool>,
   ids: string[],
   position: number,
   { pollMs, deadline }: { pollMs: number; deadline: number },
-): Promise<void> {
+): Promise<FirstCommit[]> {
+  const first = new Map<string, FirstCommit>();
   const pending = new Set(ids);
   while (pending.size > 0) {
     if (performance.now() > deadline)
       throw new Error(`${pending.size} of ${ids.length} consumers short of ${position}`);
-    for (const id of [...pending]) if ((await db.loadCommitted(pool, id))?.position === position) pending.delete(id);
+    for (const id of [...pending]) {
+      const committed = (await db.loadCommitted(pool, id))?.position;
+      if (committed === undefined || committed === null) continue;
+      if (!first.has(id)) first.set(id, { position: committed, at: performance.now() });
+      if (committed === position) pending.delete(id);
+    }
     if (pending.size > 0) await new Promise((resolve) => setTimeout(resolve, pollMs));
   }
+  return ids.map((id) => first.get(id)!);
 }
 
 async function terminateAll(env: TestWorkflowEnvironment, ids: string[]): Promise<void> {

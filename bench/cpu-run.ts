@@ -7,13 +7,11 @@ import { pathToFileURL } from 'node:url';
 import type { decideCommit as DecideCommit, ExecutionState, ExistingRows } from '../domain/decide.js';
 import type { decodeServerFrame as DecodeServerFrame, DecodedServerFrame, ServerFrame } from '../protocol/codec.js';
 import type { Session as SessionClass } from '../protocol/session.js';
-import { WHALE_ALERT_MIN_NOTIONAL } from './cpu.js';
+import { WHALE_ALERT_MIN_NOTIONAL } from './fixtures.js';
 import { CAPTURE_CONSUMER, SUBSCRIPTION } from './simulator-process.js';
-import { median } from './support.js';
+import { median, WORKER_STAGING } from './support.js';
 import { whaleAlertRules } from '../protocol/types.js';
 
-/** The worker's defaults (worker/config.ts): staging as a deployed consumer stages. */
-const STAGING = { maxEvents: 10_000, maxBytes: 16 * 1024 * 1024, maxAgeMs: 60_000 };
 const PASSES = Number(process.env.BENCH_CPU_PASSES ?? 3);
 
 interface Modules {
@@ -56,7 +54,7 @@ function pass(m: Modules, messages: Buffer[], events: number): Pass {
     fence: { leaseEpoch: 1, version: 0 },
     quarantinePolicy: { terminalReasons: ['unsupported_kind', 'unknown_correction_target'] },
     actions: whaleAlertRules(WHALE_ALERT_MIN_NOTIONAL),
-    staging: STAGING,
+    staging: WORKER_STAGING,
     now: () => 0,
   });
   // Each plan sees the executions the previous ones wrote, as the database would give them back.

@@ -10,6 +10,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Pass } from './cpu-run.js';
+import { WHALE_ALERT_MIN_NOTIONAL } from './fixtures.js';
 import { captureFrames, probeHead, SEED, startSimulator, stopSimulator } from './simulator-process.js';
 import {
   describeMachine,
@@ -26,7 +27,6 @@ import {
 
 const TRANSITIONS = Number(process.env.BENCH_TRANSITIONS ?? 20_000);
 const CHECKPOINT_EVERY = 100;
-export const WHALE_ALERT_MIN_NOTIONAL = '450';
 /** Processes per tree, the trees alternating; each reports the median of its timed passes. */
 const ROUNDS = Number(process.env.BENCH_CPU_ROUNDS ?? 5);
 

@@ -40,16 +40,17 @@ const BASELINES: Record<string, string> = { alerts: ALERTS_BASELINE_REF, build: 
 const SAME_TREE_ANCHOR = new Set(['backfill']);
 /**
  * What `all` runs: takeover is a long kill -9 scenario of its own, alerts a 5-minute one against a baseline of
- * its own, and build measures start-up rather than throughput; temporal and scale need a Temporal CLI
- * (TEMPORAL_CLI), so they join only when one is given.
+ * its own, and build measures start-up rather than throughput; temporal, memory and scale need a Temporal CLI
+ * (TEMPORAL_CLI), so they join only when one is given. Together they write every figure of the summary's ratio
+ * table.
  */
 const ALL = [
   'cpu',
   'stream',
   'commit',
+  'commit-lean',
   'journal',
-  'memory',
-  ...(process.env.TEMPORAL_CLI ? ['temporal', 'scale'] : []),
+  ...(process.env.TEMPORAL_CLI ? ['temporal', 'memory', 'scale'] : []),
 ];
 
 const args = process.argv.slice(2);

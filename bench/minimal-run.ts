@@ -54,7 +54,6 @@ const result = await withScratchDatabase('whalehunt_bench_minimal', async (dbUrl
       cpuMs: (used.user + used.system) / 1000,
       maxRssMb: process.resourceUsage().maxRSS / 1024,
       liveHeapMb: null,
-      rss: null,
     };
   } finally {
     await pool.end();

@@ -2,8 +2,7 @@
 // are the client's alone: consumeStream of the tree at BENCH_TARGET_ROOT replays the reference server's journal
 // from the floor to its cut into a fresh scratch database. BENCH_RUN_MODE=timed measures wall, CPU and commit
 // latency without disturbing the run; BENCH_RUN_MODE=heap is a separate, untimed pass that forces a full GC
-// every LIVE_HEAP_EVERY_MS and reports the largest live heap; BENCH_RUN_MODE=memory samples the resident set
-// every RSS_EVERY_MS with the events committed by then. The lines TIMED_START and TIMED_END mark the timed
+// every LIVE_HEAP_EVERY_MS and reports the largest live heap. The lines TIMED_START and TIMED_END mark the timed
 // window on stdout (the parent samples the server's and Postgres's CPU there). Prints one JSON line last.
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -14,21 +13,10 @@ import type { ConsumeStreamDeps } from '../activities/stream-ports.js';
 import type { ConsumeOutcome, StartDirective } from '../activities/types.js';
 import type * as Db from '../db/index.js';
 import { API_KEY, SUBSCRIPTION } from './simulator-process.js';
-import { TIMED_END, TIMED_START, withScratchDatabase } from './support.js';
+import { TIMED_END, TIMED_START, WORKER_STAGING, withScratchDatabase } from './support.js';
 import { NO_ACTIONS } from '../protocol/types.js';
 
-/** The worker's defaults (worker/config.ts STAGING_MAX_*): staging as a deployed consumer stages. */
-export const WORKER_STAGING = { maxEvents: 10_000, maxBytes: 16 * 1024 * 1024, maxAgeMs: 60_000 };
 const LIVE_HEAP_EVERY_MS = 250;
-const RSS_EVERY_MS = 500;
-
-export interface RssSample {
-  /** since the timed window opened */
-  ms: number;
-  /** committed by then */
-  events: number;
-  rssMb: number;
-}
 
 export interface StreamRunResult {
   events: number;
@@ -40,8 +28,6 @@ export interface StreamRunResult {
   maxRssMb: number;
   /** heap mode only: the largest heapUsed right after a forced full GC */
   liveHeapMb: number | null;
-  /** memory mode only */
-  rss: RssSample[] | null;
   /**
    * The minimal consumer's only: start-up excluded, from the moment the last of its consumers had made its first
    * commit to the end, and the events committed in between
@@ -143,10 +129,6 @@ async function run(): Promise<StreamRunResult> {
       process.stdout.write(`${TIMED_START} ${new URL(dbUrl).pathname.slice(1)}\n`);
       const cpu = process.cpuUsage();
       const t = performance.now();
-      const rss: RssSample[] = [];
-      const sampleRss = () =>
-        rss.push({ ms: performance.now() - t, events, rssMb: process.memoryUsage.rss() / 2 ** 20 });
-      const rssSampler = mode === 'memory' ? setInterval(sampleRss, RSS_EVERY_MS) : undefined;
       try {
         const first = await consume({ mode: 'from_floor', filter: {} });
         if (first.kind !== 'rebound') throw new Error(`from_floor ended ${first.kind}`);
@@ -161,12 +143,10 @@ async function run(): Promise<StreamRunResult> {
         }
       } finally {
         clearInterval(liveSampler);
-        clearInterval(rssSampler);
       }
       const wallMs = performance.now() - t;
       const used = process.cpuUsage(cpu);
       process.stdout.write(`${TIMED_END}\n`);
-      if (rssSampler) sampleRss();
       return {
         events,
         checkpoints: commitMs.length,
@@ -175,7 +155,6 @@ async function run(): Promise<StreamRunResult> {
         commitMs,
         maxRssMb: process.resourceUsage().maxRSS / 1024,
         liveHeapMb: heapMode ? liveHeap / 2 ** 20 : null,
-        rss: rssSampler ? rss : null,
         steady: null,
       };
     } finally {

@@ -104,7 +104,7 @@ export async function streamRun(
   consumer: Consumer,
   sim: Simulator,
   cut: number,
-  mode: 'timed' | 'heap' | 'memory',
+  mode: 'timed' | 'heap',
   postgres: PostgresCpu,
   /** the minimal consumer only: this many at once in its process */
   consumers = 1,

@@ -8,10 +8,18 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import pg from 'pg';
+import { loadConfig } from '../worker/config.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 /** BENCH_RESULTS_DIR sends a short validation run's results elsewhere, leaving the committed ones alone. */
 export const RESULTS = process.env.BENCH_RESULTS_DIR ?? join(ROOT, 'bench/results');
+/** The worker's default staging limits (STAGING_MAX_*): staging as a deployed consumer stages. */
+export const WORKER_STAGING = loadConfig({
+  DATABASE_URL: 'postgres://bench',
+  WHALEHUNT_URL: 'ws://bench',
+  WHALEHUNT_API_KEY: 'bench',
+}).stream.staging;
+
 /** Today's main: what `--baseline` compares against unless told otherwise. */
 export const DEFAULT_BASELINE_REF = 'dc9f4f4';
 

@@ -22,7 +22,7 @@ import { HAS_PROC, processCpuMs, type PostgresCpu } from './proc-cpu.js';
 import { API_KEY, probeHead, type Simulator } from './simulator-process.js';
 import { importFrom, withScratchDatabase, type Target } from './support.js';
 
-const NAMESPACE = 'default';
+export const NAMESPACE = 'default';
 /** How often a replay's committed positions are polled: 10 ms is well under 1% of a timed replay. */
 export const COMMIT_POLL_MS = 10;
 
@@ -49,16 +49,22 @@ export async function bundleWorkflows(target: Target, dir: string): Promise<stri
   return path;
 }
 
-interface Worker {
+export interface WorkerProcess {
   child: ChildProcess;
   running: Promise<void>;
   exited: Promise<void>;
   stderr: string[];
 }
 
-function spawnWorker(target: Target, env: Record<string, string>): Worker {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(target.root, 'worker/main.ts')], {
-    cwd: target.root,
+/** A tree's `worker/main.ts` through tsx, as the benches that compare trees run it. */
+function spawnWorker(target: Target, env: Record<string, string>): WorkerProcess {
+  return spawnWorkerProcess(['--import', 'tsx', join(target.root, 'worker/main.ts')], target.root, env);
+}
+
+/** `node <args>` in `cwd`: a worker process that logs "worker running" once it polls. */
+export function spawnWorkerProcess(args: string[], cwd: string, env: Record<string, string>): WorkerProcess {
+  const child = spawn(process.execPath, args, {
+    cwd,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -79,7 +85,7 @@ function spawnWorker(target: Target, env: Record<string, string>): Worker {
   return { child, running, exited, stderr };
 }
 
-async function stopWorker(worker: Worker): Promise<void> {
+export async function stopWorker(worker: WorkerProcess): Promise<void> {
   if (worker.child.exitCode !== null || worker.child.signalCode !== null) return;
   worker.child.kill('SIGTERM');
   const killed = setTimeout(() => worker.child.kill('SIGKILL'), 30_000);
@@ -255,12 +261,13 @@ export function idleLeaseCost(options: {
 }
 
 /** A bench worker process's environment: the defaults, with a scratch database, the dev server and the simulator. */
-function benchWorkerEnv(target: {
+export function benchWorkerEnv(target: {
   dbUrl: string;
   env: TestWorkflowEnvironment;
   taskQueue: string;
   sim: Simulator;
-  bundlePath: string;
+  /** none: the worker's own (a compiled worker loads the bundle its build wrote) */
+  bundlePath?: string;
 }): Record<string, string> {
   return {
     DATABASE_URL: target.dbUrl,
@@ -269,13 +276,13 @@ function benchWorkerEnv(target: {
     TASK_QUEUE: target.taskQueue,
     WHALEHUNT_URL: target.sim.url,
     WHALEHUNT_API_KEY: API_KEY,
-    WORKFLOW_BUNDLE_PATH: target.bundlePath,
+    ...(target.bundlePath ? { WORKFLOW_BUNDLE_PATH: target.bundlePath } : {}),
     LOG_LEVEL: 'INFO', // "worker running" is logged at INFO
   };
 }
 
 /** One consumerWorkflow per id (from_floor, filter {}), each on a subscription of its own. */
-async function startConsumers(
+export async function startConsumers(
   env: TestWorkflowEnvironment,
   taskQueue: string,
   ids: string[],
@@ -310,9 +317,12 @@ interface FirstCommit {
   at: number;
 }
 
+/** Committed positions read per poll: the polling costs the same at 1 consumer as at 50. */
+const QUERIES_PER_POLL = 5;
+
 /**
- * Polls every consumer's committed position every `pollMs` until all are at `position`; past `deadline`, throws.
- * Resolves with each one's first commit seen.
+ * Polls the consumers' committed positions, QUERIES_PER_POLL of them every `pollMs` in turn, until all are at
+ * `position`; past `deadline`, throws. Resolves with each one's first commit seen.
  */
 async function untilCommittedAt(
   db: typeof Db,
@@ -322,22 +332,23 @@ async function untilCommittedAt(
   { pollMs, deadline }: { pollMs: number; deadline: number },
 ): Promise<FirstCommit[]> {
   const first = new Map<string, FirstCommit>();
-  const pending = new Set(ids);
-  while (pending.size > 0) {
+  const pending = [...ids];
+  while (pending.length > 0) {
     if (performance.now() > deadline)
-      throw new Error(`${pending.size} of ${ids.length} consumers short of ${position}`);
-    for (const id of [...pending]) {
+      throw new Error(`${pending.length} of ${ids.length} consumers short of ${position}`);
+    for (let k = Math.min(QUERIES_PER_POLL, pending.length); k > 0; k--) {
+      const id = pending.shift()!;
       const committed = (await db.loadCommitted(pool, id))?.position;
-      if (committed === undefined || committed === null) continue;
-      if (!first.has(id)) first.set(id, { position: committed, at: performance.now() });
-      if (committed === position) pending.delete(id);
+      if (committed !== undefined && committed !== null && !first.has(id))
+        first.set(id, { position: committed, at: performance.now() });
+      if (committed !== position) pending.push(id);
     }
-    if (pending.size > 0) await new Promise((resolve) => setTimeout(resolve, pollMs));
+    if (pending.length > 0) await new Promise((resolve) => setTimeout(resolve, pollMs));
   }
   return ids.map((id) => first.get(id)!);
 }
 
-async function terminateAll(env: TestWorkflowEnvironment, ids: string[]): Promise<void> {
+export async function terminateAll(env: TestWorkflowEnvironment, ids: string[]): Promise<void> {
   await Promise.all(
     ids.map((id) =>
       env.client.workflow
@@ -349,7 +360,7 @@ async function terminateAll(env: TestWorkflowEnvironment, ids: string[]): Promis
 }
 
 /** The pid of the dev server listening on `address` (its command line names the port). */
-function devServerPid(address: string): number {
+export function devServerPid(address: string): number {
   const port = address.split(':').at(-1)!;
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;

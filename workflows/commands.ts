@@ -11,7 +11,8 @@ import {
   type ConsumerStop,
 } from './definitions.js';
 
-const CLI = 'npx tsx cli/main.ts';
+// The compiled CLI: it runs in the worker's image and in a built checkout (npm start builds).
+const CLI = 'node dist/cli/main.js';
 
 /** Quotes an argument for a POSIX shell only when it needs it. */
 function shellArg(value: string): string {

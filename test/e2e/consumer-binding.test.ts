@@ -105,7 +105,7 @@ describe('binding and server restarts', () => {
           );
           expect(stopped.stop?.reason).toContain('cursor_mismatch');
           expect(stopped.stop?.resolveWith).toContain(
-            `npx tsx cli/main.ts resolve-binding --consumer ${consumerId} --decision from_floor`,
+            `node dist/cli/main.js resolve-binding --consumer ${consumerId} --decision from_floor`,
           );
           await waitForVisibility(
             client,

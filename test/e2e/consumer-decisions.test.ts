@@ -60,9 +60,9 @@ describe('reset_required waits for an explicit decision', () => {
       const waiting = await waitForPhase(handle, 'awaiting_gap_decision');
       expect(waiting.stop?.reason).toContain('reset_required (cursor_expired)');
       expect(waiting.stop?.resolveWith.split('\n')).toEqual([
-        'npx tsx cli/main.ts resolve-gap --consumer gap-1 --decision from_floor --reason "<why>"',
-        'npx tsx cli/main.ts resolve-gap --consumer gap-1 --decision live_cut --reason "<why>"',
-        'npx tsx cli/main.ts resolve-gap --consumer gap-1 --decision abandon --reason "<why>"',
+        'node dist/cli/main.js resolve-gap --consumer gap-1 --decision from_floor --reason "<why>"',
+        'node dist/cli/main.js resolve-gap --consumer gap-1 --decision live_cut --reason "<why>"',
+        'node dist/cli/main.js resolve-gap --consumer gap-1 --decision abandon --reason "<why>"',
       ]);
       await waitForVisibility(client, `WhalehuntConsumerId = "gap-1" AND WhalehuntPhase = "awaiting_gap_decision"`, 1);
       // Current Details (the Temporal UI) names the stop and the exact command that resolves it.
@@ -71,7 +71,7 @@ describe('reset_required waits for an explicit decision', () => {
       expect(metadata.currentDetails).toMatch(/\| position \| 4, head \d+, lag \d+ \(as of /);
       // Wrapped to the panel's width as a shell continuation: pasted, it is the same command.
       expect(metadata.currentDetails).toContain(
-        'npx tsx cli/main.ts resolve-gap --consumer gap-1 --decision from_floor \\\n  --reason "<why>"',
+        'node dist/cli/main.js resolve-gap --consumer gap-1 --decision from_floor \\\n  --reason "<why>"',
       );
 
       // Invalid decisions never reach the workflow's history.

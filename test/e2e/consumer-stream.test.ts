@@ -175,7 +175,7 @@ describe('consumer workflow over the stream', () => {
       journal.append({ events: [trade('c4', 'mA', '0.5', '2')] });
       const status = await waitForPhase(handle, 'paused');
       expect(status.stop?.reason).toContain('conflicting_event');
-      expect(status.stop?.resolveWith).toBe('npx tsx cli/main.ts resume --consumer conflict-1 --reason "<why>"');
+      expect(status.stop?.resolveWith).toBe('node dist/cli/main.js resume --consumer conflict-1 --reason "<why>"');
       expect(status.committed?.position).toBe(2);
       // Checkpoint 2 was ACKed (by the first start and again at the resumed session's cut); nothing after it.
       expect(new Set(server.acks.filter((a) => a.consumerId === 'conflict-1').map((a) => a.position))).toEqual(
@@ -199,7 +199,7 @@ describe('consumer workflow over the stream', () => {
       const held = await waitForPhase(handle, 'awaiting_quarantine_decision');
       expect(held.stop?.reason).toContain('ghost');
       expect(held.stop?.resolveWith).toContain(
-        'npx tsx cli/main.ts resolve-quarantine --consumer quarantine-1 --decision release_terminal',
+        'node dist/cli/main.js resolve-quarantine --consumer quarantine-1 --decision release_terminal',
       );
       expect(held.committed?.position).toBe(2);
       expect(server.acks.filter((a) => a.consumerId === 'quarantine-1').map((a) => a.position)).toEqual([2]);

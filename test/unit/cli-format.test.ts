@@ -32,7 +32,7 @@ function report(overrides: Partial<ConsumerReport> = {}): ConsumerReport {
       stop: {
         phase: 'awaiting_gap_decision',
         reason: 'reset_required (cursor_expired)',
-        resolveWith: 'npx tsx cli/main.ts resolve-gap --consumer c1 …',
+        resolveWith: 'node dist/cli/main.js resolve-gap --consumer c1 …',
         since: '2026-01-01T00:01:00.000Z',
       },
       lastError: null,
@@ -127,7 +127,7 @@ describe('status rendering', () => {
     expect(text).toMatch(
       /alerts\s+2 pending \(oldest 2m 05s\), 1 dead \(see: whalehunt-consumer alerts list --consumer c1 --state dead\)/,
     );
-    expect(text).toMatch(/resolve with\s+npx tsx cli\/main.ts resolve-gap --consumer c1/);
+    expect(text).toMatch(/resolve with\s+node dist\/cli\/main.js resolve-gap --consumer c1/);
   });
 
   it("totals: ended runs, the running run's further report once, and the database's checkpoints and events", () => {

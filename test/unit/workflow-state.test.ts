@@ -179,7 +179,7 @@ describe('ConsumerState', () => {
       'From a shell:',
       '',
       '```sh',
-      'npx tsx cli/main.ts resolve-gap --consumer c1 --decision from_floor \\',
+      'node dist/cli/main.js resolve-gap --consumer c1 --decision from_floor \\',
     ]);
     expect(details).toContain(wrapShellCommand(resolveGapCommand('c1', 'live_cut')));
     // Code lines do not wrap in the panel (prose does): each fits its width.
@@ -343,8 +343,8 @@ describe('operator input validation', () => {
 describe('operator commands', () => {
   it('are runnable as printed, quoting a consumer id that needs it', () => {
     expect(resolveGapCommand('c1', 'from_floor')).toBe(
-      'npx tsx cli/main.ts resolve-gap --consumer c1 --decision from_floor --reason "<why>"',
+      'node dist/cli/main.js resolve-gap --consumer c1 --decision from_floor --reason "<why>"',
     );
-    expect(resumeCommand("desk 1's")).toBe(`npx tsx cli/main.ts resume --consumer 'desk 1'\\''s' --reason "<why>"`);
+    expect(resumeCommand("desk 1's")).toBe(`node dist/cli/main.js resume --consumer 'desk 1'\\''s' --reason "<why>"`);
   });
 });

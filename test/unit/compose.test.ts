@@ -10,6 +10,14 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import type * as Consumers from '../../cli/consumers.js';
 import { main } from '../../cli/main.js';
 import { SEARCH_ATTRIBUTES } from '../../workflows/definitions.js';
+import {
+  HOST_SETTINGS,
+  PORT_SETTINGS,
+  readAssignments,
+  SERVER_ENV_FILE,
+  serverEnvironment,
+  type ServerPorts,
+} from '../support/temporal-server.js';
 
 // The CLI's `start` against a Temporal where the consumer already runs, without a server: the real command and
 // error formatting, a client whose start fails the way the server's does.
@@ -239,14 +247,40 @@ describe('docker-compose.yml', () => {
   it('sets up both Temporal databases with temporal-sql-tool', () => {
     const svc = service('temporal-schema');
     const script = readFileSync(scriptOnHost(svc, svc.command?.at(-1) ?? ''), 'utf8');
+    expect(script).toContain('sql_tool=${TEMPORAL_SQL_TOOL:-temporal-sql-tool}');
+    expect(script).toContain('schema_root=${TEMPORAL_SCHEMA_DIR:-/etc/temporal/schema/postgresql/v12}');
     for (const step of ['create-database', 'setup-schema -v 0.0', 'update-schema -d']) {
-      expect(script).toContain(`temporal-sql-tool "$@" ${step}`);
+      expect(script).toContain(`"$sql_tool" "$@" ${step}`);
     }
-    expect(script).toContain('temporal:temporal temporal_visibility:visibility');
+    // The databases the server is configured with, named in the same variables.
+    expect(script).toContain('"${DBNAME:-temporal}:temporal" "${VISIBILITY_DBNAME:-temporal_visibility}:visibility"');
+    expect(svc.environment).toMatchObject({
+      DBNAME: service('temporal').environment?.DBNAME,
+      VISIBILITY_DBNAME: service('temporal').environment?.VISIBILITY_DBNAME,
+    });
     const dynamicConfig = bindMounts(service('temporal')).find(
       (m) => m.target === service('temporal').environment?.DYNAMIC_CONFIG_FILE_PATH,
     );
     expect(dynamicConfig && existsSync(dynamicConfig.source)).toBe(true);
+  });
+
+  it("runs the server with deploy/temporal/server.env and the host's settings, as the topology suite does", () => {
+    const shared = readAssignments(readFileSync(SERVER_ENV_FILE, 'utf8'));
+    const composed = service('temporal').environment ?? {};
+    expect(Object.keys(composed).sort()).toEqual([...Object.keys(shared), ...HOST_SETTINGS].sort());
+    expect(composed).toMatchObject(shared);
+    // The suite's server: the same settings (its own database names, ports and mutual TLS on top).
+    const topology = serverEnvironment({
+      postgres: { host: '127.0.0.1', port: 5432, user: 'postgres', password: 'x' },
+      databases: { temporal: 't', visibility: 'v' },
+      ports: Object.fromEntries(PORT_SETTINGS.map((name) => [name, 1])) as ServerPorts,
+      tls: { caCert: 'ca', frontendCert: 'f', frontendKey: 'fk', internodeCert: 'i', internodeKey: 'ik' },
+    });
+    expect(Object.keys(topology)).toEqual(expect.arrayContaining(Object.keys(composed)));
+    expect(topology).toMatchObject({ ...shared, DBNAME: 't', VISIBILITY_DBNAME: 'v' });
+    expect(existsSync(topology.DYNAMIC_CONFIG_FILE_PATH!)).toBe(true);
+    const mounted = bindMounts(service('temporal')).find((m) => m.target === composed.DYNAMIC_CONFIG_FILE_PATH);
+    expect(mounted?.source).toBe(topology.DYNAMIC_CONFIG_FILE_PATH);
   });
 
   it('registers exactly the search attributes of workflows/definitions.ts, idempotently', () => {

@@ -61,9 +61,15 @@ export async function main(
       io.err(`error (${error.code}): ${error.message}`);
       return error.code === 'config_invalid' ? EXIT_USAGE : EXIT_FAILED;
     }
-    io.err(`error: ${error instanceof Error ? error.message : String(error)}`);
+    io.err(`error: ${unexpectedError(error)}`);
     return EXIT_FAILED;
   }
+}
+
+/** The message and its cause's: a server refusal (e.g. an unregistered search attribute) says why in the cause. */
+function unexpectedError(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  return error.cause instanceof Error ? `${error.message}: ${error.cause.message}` : error.message;
 }
 
 async function execute(command: CliCommand, env: NodeJS.ProcessEnv, io: CliIo): Promise<number> {

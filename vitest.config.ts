@@ -1,7 +1,8 @@
 import { defineConfig } from 'vitest/config';
 
-// Three projects: pure logic (no services), real Postgres, and the full stack (Temporal dev server,
-// Postgres, the reference stream server). `vitest run --project unit` runs the fast part alone.
+// Four projects: pure logic (no services), real Postgres, the full stack (Temporal dev server, Postgres, the
+// reference stream server), and the production topology (the Temporal server release on Postgres over mutual TLS,
+// set up by the deploy scripts). `vitest run --project unit` runs the fast part alone.
 export default defineConfig({
   test: {
     pool: 'forks',
@@ -25,6 +26,17 @@ export default defineConfig({
           testTimeout: 180_000,
           hookTimeout: 180_000,
           // The Temporal dev server and worker processes are heavy on a 2-core machine.
+          fileParallelism: false,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'topology',
+          include: ['test/topology/**/*.test.ts'],
+          // A first run builds the server (scripts/ensure-temporal-server.sh) inside beforeAll.
+          testTimeout: 600_000,
+          hookTimeout: 900_000,
           fileParallelism: false,
         },
       },

@@ -4,12 +4,12 @@
 // names, its frontend on mutual TLS. Started and stopped as operators do (SIGTERM), its JSON log lines kept.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
-import { freePort } from '../../scripts/free-port.js';
 
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const SERVER_ENV_FILE = join(repoRoot, 'deploy/temporal/server.env');
@@ -64,8 +64,12 @@ export interface ServerTls {
   /** Presented between the server's own services, and by its system worker to the frontend (mutual TLS). */
   internodeCert: string;
   internodeKey: string;
-  /** The name the server's system worker expects in the frontend's certificate (unset: its address). */
-  frontendServerName?: string;
+  /**
+   * The names the server's own clients (its frontend calling itself, the system worker, the services between
+   * them) expect in the frontend's and the internode certificate: Go's TLS wants one when the address is an IP.
+   */
+  frontendServerName: string;
+  internodeServerName: string;
 }
 
 export interface ServerSettings {
@@ -90,10 +94,32 @@ export const PORT_SETTINGS = [
   'WORKER_MEMBERSHIP_PORT',
 ] as const;
 
+/**
+ * Ports free on 127.0.0.1 below 32768: the server records its services' ports in Postgres as smallint
+ * (cluster_membership.rpc_port), and the OS hands out ephemeral ports above that range.
+ */
 export async function freeServerPorts(): Promise<ServerPorts> {
   const ports: Partial<ServerPorts> = {};
-  for (const name of PORT_SETTINGS) ports[name] = await freePort();
+  const taken = new Set<number>();
+  for (const name of PORT_SETTINGS) {
+    for (;;) {
+      const port = 10_000 + Math.floor(Math.random() * 22_000);
+      if (!taken.has(port) && (await canListen(port))) {
+        taken.add(port);
+        ports[name] = port;
+        break;
+      }
+    }
+  }
   return ports as ServerPorts;
+}
+
+function canListen(port: number): Promise<boolean> {
+  const server = createServer();
+  return new Promise((resolveListen) => {
+    server.once('error', () => resolveListen(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolveListen(true)));
+  });
 }
 
 /** The server's environment: server.env, then this host's settings (HOST_SETTINGS), ports, and mutual TLS. */
@@ -123,7 +149,8 @@ export function serverEnvironment(settings: ServerSettings): Record<string, stri
     // The template lists two client CAs (for a rotation); both are this one.
     TEMPORAL_TLS_CLIENT1_CA_CERT: tls.caCert,
     TEMPORAL_TLS_CLIENT2_CA_CERT: tls.caCert,
-    ...(tls.frontendServerName ? { TEMPORAL_TLS_FRONTEND_SERVER_NAME: tls.frontendServerName } : {}),
+    TEMPORAL_TLS_FRONTEND_SERVER_NAME: tls.frontendServerName,
+    TEMPORAL_TLS_INTERNODE_SERVER_NAME: tls.internodeServerName,
   };
 }
 
@@ -212,7 +239,8 @@ export function tlsHandshake(address: string, tls: ClientTls): Promise<Handshake
       cert: readFileSync(tls.clientCert),
       key: readFileSync(tls.clientKey),
       ALPNProtocols: ['h2'],
-      ...(tls.serverName ? { servername: tls.serverName } : {}),
+      // No SNI for an IP address (RFC 6066); the certificate is still checked against it.
+      servername: tls.serverName ?? '',
     });
     socket.once('error', reject);
     socket.once('secureConnect', () => {

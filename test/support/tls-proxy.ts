@@ -19,70 +19,15 @@ export interface TestPki {
 
 /** Generates the PKI files into `dir` (paths returned); the server certificate names 127.0.0.1 and localhost. */
 export function generateTestPki(dir: string): TestPki {
-  const file = (name: string) => join(dir, name);
-  const openssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'pipe' });
-  const ca = (name: string) => {
-    openssl(
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-days',
-      '2',
-      '-subj',
-      `/CN=${name}`,
-      '-keyout',
-      file(`${name}.key`),
-      '-out',
-      file(`${name}.pem`),
-    );
-    return file(`${name}.pem`);
-  };
-  const signed = (name: string, caName: string, extensions: string) => {
-    openssl(
-      'req',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-subj',
-      `/CN=${name}`,
-      '-keyout',
-      file(`${name}.key`),
-      '-out',
-      file(`${name}.csr`),
-    );
-    openssl(
-      'x509',
-      '-req',
-      '-in',
-      file(`${name}.csr`),
-      '-CA',
-      file(`${caName}.pem`),
-      '-CAkey',
-      file(`${caName}.key`),
-      '-CAcreateserial',
-      '-days',
-      '2',
-      '-extfile',
-      writeExtensions(file(`${name}.ext`), extensions),
-      '-out',
-      file(`${name}.pem`),
-    );
-    return { cert: file(`${name}.pem`), key: file(`${name}.key`) };
-  };
-  const caCert = ca('test-ca');
-  const otherCaCert = ca('other-ca');
-  const server = signed(
+  const caCert = createCa(dir, 'test-ca');
+  const otherCaCert = createCa(dir, 'other-ca');
+  const server = issueCertificate(
+    dir,
     'server',
     'test-ca',
     'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE',
   );
-  const client = signed('client', 'test-ca', 'extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE');
+  const client = issueCertificate(dir, 'client', 'test-ca', 'extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE');
   return {
     caCert,
     otherCaCert,
@@ -91,6 +36,75 @@ export function generateTestPki(dir: string): TestPki {
     clientCert: client.cert,
     clientKey: client.key,
   };
+}
+
+function openssl(...args: string[]): void {
+  execFileSync('openssl', args, { stdio: 'pipe' });
+}
+
+/** A self-signed CA `<dir>/<name>.pem` (its key beside it); returns the certificate's path. */
+export function createCa(dir: string, name: string): string {
+  const file = (suffix: string) => join(dir, `${name}${suffix}`);
+  openssl(
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-days',
+    '2',
+    '-subj',
+    `/CN=${name}`,
+    '-keyout',
+    file('.key'),
+    '-out',
+    file('.pem'),
+  );
+  return file('.pem');
+}
+
+/** A certificate `<dir>/<name>.pem` signed by the CA `caName` of createCa, with openssl `extensions` lines. */
+export function issueCertificate(
+  dir: string,
+  name: string,
+  caName: string,
+  extensions: string,
+): { cert: string; key: string } {
+  const file = (fileName: string) => join(dir, fileName);
+  openssl(
+    'req',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-subj',
+    `/CN=${name}`,
+    '-keyout',
+    file(`${name}.key`),
+    '-out',
+    file(`${name}.csr`),
+  );
+  openssl(
+    'x509',
+    '-req',
+    '-in',
+    file(`${name}.csr`),
+    '-CA',
+    file(`${caName}.pem`),
+    '-CAkey',
+    file(`${caName}.key`),
+    '-CAcreateserial',
+    '-days',
+    '2',
+    '-extfile',
+    writeExtensions(file(`${name}.ext`), extensions),
+    '-out',
+    file(`${name}.pem`),
+  );
+  return { cert: file(`${name}.pem`), key: file(`${name}.key`) };
 }
 
 function writeExtensions(path: string, text: string): string {

@@ -274,7 +274,15 @@ describe('docker-compose.yml', () => {
       postgres: { host: '127.0.0.1', port: 5432, user: 'postgres', password: 'x' },
       databases: { temporal: 't', visibility: 'v' },
       ports: Object.fromEntries(PORT_SETTINGS.map((name) => [name, 1])) as ServerPorts,
-      tls: { caCert: 'ca', frontendCert: 'f', frontendKey: 'fk', internodeCert: 'i', internodeKey: 'ik' },
+      tls: {
+        caCert: 'ca',
+        frontendCert: 'f',
+        frontendKey: 'fk',
+        internodeCert: 'i',
+        internodeKey: 'ik',
+        frontendServerName: 'localhost',
+        internodeServerName: 'localhost',
+      },
     });
     expect(Object.keys(topology)).toEqual(expect.arrayContaining(Object.keys(composed)));
     expect(topology).toMatchObject({ ...shared, DBNAME: 't', VISIBILITY_DBNAME: 'v' });

@@ -10,6 +10,7 @@ import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
+import { stopChildProcess } from './leaks.js';
 
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const SERVER_ENV_FILE = join(repoRoot, 'deploy/temporal/server.env');
@@ -179,16 +180,7 @@ export function startServer(binary: string, env: Record<string, string>): Runnin
     child,
     lines,
     exited,
-    async stop(graceMs = 30_000) {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill('SIGTERM');
-      const escalation = setTimeout(() => child.kill('SIGKILL'), graceMs);
-      try {
-        await exited;
-      } finally {
-        clearTimeout(escalation);
-      }
-    },
+    stop: (graceMs = 30_000) => stopChildProcess(child, graceMs),
   };
 }
 

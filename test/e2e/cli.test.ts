@@ -104,7 +104,7 @@ describe('whalehunt-consumer CLI against the real stack', () => {
       const waiting = await run('status', '--consumer', consumerId);
       expect(waiting.stdout).toMatch(/phase\s+awaiting_gap_decision/);
       expect(waiting.stdout).toMatch(
-        /resolve with\s+npx tsx cli\/main.ts resolve-gap --consumer cli-1 --decision from_floor/,
+        /resolve with\s+node dist\/cli\/main.js resolve-gap --consumer cli-1 --decision from_floor/,
       );
       const listed = await run('list', '--phase', 'awaiting_gap_decision', '--json');
       expect(
@@ -313,7 +313,7 @@ describe('whalehunt-consumer CLI against the real stack', () => {
 
       const held = await run('status', '--consumer', consumerId);
       expect(held.stdout).toMatch(/quarantine\s+1 held/);
-      expect(held.stdout).toMatch(/resolve with\s+npx tsx cli\/main.ts resolve-quarantine --consumer cli-3/);
+      expect(held.stdout).toMatch(/resolve with\s+node dist\/cli\/main.js resolve-quarantine --consumer cli-3/);
       const report = JSON.parse((await run('status', '--consumer', consumerId, '--json')).stdout) as ConsumerReport;
       expect(report.database?.heldQuarantine).toBe(1);
       const ghost = journal.at(2)!.events[0]!.eventId;

@@ -2,19 +2,21 @@
 // checkpoints whose events are all new to the database — the common case of a stream moving forward. The client
 // decides as if the database held no receipt or quarantine record for the plans' eventIds and, of their entities,
 // only the executions the run knows (RecentExecutions: rows it wrote or read at the version the fence names);
-// the statement proves that assumption under the fence (no receipt or quarantine record for any eventId, no
-// execution for any entity the run does not know) and writes only if it holds, with plain INSERTs for the rows it
-// proved new. When it does not hold (a duplicate, a correction of an entity the run does not know, a quarantine
-// record, a moved fence, a plan the saved state refuses), nothing is written and the caller runs the
-// read-decide-write path, which then answers exactly.
+// the statement proves that assumption under the fence and writes only if it holds: it probes the quarantine for
+// the eventIds, and the plain INSERTs of the receipts and of the executions the run does not know fail on their
+// primary keys if any exists, which aborts the whole statement (probing each id beforehand cost the database as
+// much again as the inserts' own uniqueness checks). When it does not hold (a duplicate, a correction of an entity
+// the run does not know, a quarantine record, a moved fence, a plan the saved state refuses), nothing is written
+// and the caller runs the read-decide-write path, which then answers exactly.
 //
-// Why the proof holds although its reads use the statement's snapshot, taken before the checkpoint row is locked:
-// every writer of receipts and executions bumps the checkpoint version (or the lease epoch) under that lock, so
-// the fence comparing the LATEST row with what this attempt holds fails if any of them committed after the plan
-// was made — and anything committed before is in the snapshot. The same fence keeps the known executions exact.
+// Why the quarantine probe holds although it reads the statement's snapshot, taken before the checkpoint row is
+// locked (a uniqueness check sees the latest rows anyway): every writer of quarantine records and executions bumps
+// the checkpoint version (or the lease epoch) under that lock, so the fence comparing the LATEST row with what this
+// attempt holds fails if any of them committed after the plan was made — and anything committed before is in the
+// snapshot. The same fence keeps the known executions exact.
 //
 // Every event of such a run has a receipt (an in-run duplicate shares the first one's) and its entity an execution,
-// so the receipts and executions written are also the ids the proof probes.
+// so the receipts and executions inserted cover every id the proof is about.
 //
 // Several consecutive plans of one session (a group commit) are folded the same way, in order, each seeing the
 // previous ones' effects, and committed by the same one statement: one round trip and one WAL flush for all.
@@ -22,9 +24,16 @@ import type pg from 'pg';
 import { foldPlans } from '../domain/commit-fold.js';
 import type { ExecutionState } from '../domain/decide.js';
 import type { CheckpointPlan } from '../protocol/types.js';
-import { checkpointColumns, executionColumns, FAST_COMMIT_SQL, receiptColumns, savedColumn } from './commit-sql.js';
+import {
+  checkpointColumns,
+  executionColumns,
+  FAST_COMMIT_SQL,
+  FAST_PATH_PROOF_CONSTRAINTS,
+  receiptColumns,
+  savedColumn,
+} from './commit-sql.js';
 import type { CommitResult } from './commit-types.js';
-import { toStorageFailure } from './transaction.js';
+import { SQLSTATE, toStorageFailure } from './transaction.js';
 
 /**
  * Only trades, and corrections of entities traded earlier in the same run or known to it, can be new to the
@@ -55,6 +64,14 @@ function knownRowsOf(
     }
   }
   return rows;
+}
+
+/** A receipt or an unknown execution existed: the statement was aborted whole, and the exact path decides. */
+function provedNotNew(error: unknown): boolean {
+  const { code, constraint } = (error ?? {}) as { code?: unknown; constraint?: unknown };
+  return (
+    code === SQLSTATE.uniqueViolation && typeof constraint === 'string' && FAST_PATH_PROOF_CONSTRAINTS.has(constraint)
+  );
 }
 
 /** What the one statement committed: one result per plan, and the executions it wrote (their new rows). */
@@ -109,6 +126,7 @@ export async function fastCommit(
     });
     row = res.rows[0]!;
   } catch (error) {
+    if (provedNotNew(error)) return null;
     throw toStorageFailure('commitCheckpoint', first.consumerId, error);
   }
   if (row.version === null) return null;

@@ -205,7 +205,13 @@ checkpoint AS (
 SELECT (SELECT version FROM checkpoint) AS version, ARRAY(SELECT scope FROM quality) AS quality_scopes,
        ARRAY(SELECT event_id FROM outboxed) AS outboxed`;
 
-/** Writes only once the fast path's checkpoint CTE proved the run new and moved the row. */
+/** The primary keys whose violation by the fast statement means "not all new": the exact path decides. */
+export const FAST_PATH_PROOF_CONSTRAINTS: ReadonlySet<string> = new Set([
+  'event_receipts_consumer_id_event_id_pk',
+  'executions_consumer_id_entity_id_pk',
+]);
+
+/** Writes only once the fast path's checkpoint CTE passed the fence and moved the row. */
 const IF_CHECKPOINT_MOVED = 'WHERE EXISTS (SELECT 1 FROM checkpoint)';
 
 // The fast path's statement (commit-fast.ts says why its proof holds). $1 consumer, $2 lease epoch, $3 version,
@@ -213,28 +219,20 @@ const IF_CHECKPOINT_MOVED = 'WHERE EXISTS (SELECT 1 FROM checkpoint)';
 // is a rebind, $8-$12 receipts, $13-$25 executions (arrays: Postgres reads a thousand-row array several times
 // faster than the same rows as json), $26-$29 the short row sets as json (superseded revisions, market deltas,
 // outbox, quality: one parameter each), $30-$36 binding, $37-$41 checkpoint, $42 which executions the run knows.
-// The receipts name every eventId of the run and the executions every entityId.
+// The receipts name every eventId of the run and the executions every entityId; an eventId with a receipt, or an
+// entity the run does not know with an execution, fails its plain INSERT on the primary key
+// (FAST_PATH_PROOF_CONSTRAINTS), which aborts the whole statement: nothing is written.
 export const FAST_COMMIT_SQL = `
 WITH clash AS (
-  -- LATERAL … LIMIT 1: one primary-key probe per id (as in the exact path's reads)
-  (SELECT 1 FROM unnest($8::text[]) AS ids(event_id)
-     CROSS JOIN LATERAL (SELECT 1 FROM event_receipts WHERE consumer_id = $1 AND event_id = ids.event_id LIMIT 1) r
-   LIMIT 1)
-  UNION ALL
-  -- most consumers have no quarantine record at all: one probe of the consumer's key range spares one per event
-  (SELECT 1 FROM unnest($8::text[]) AS ids(event_id)
-     CROSS JOIN LATERAL (SELECT 1 FROM quarantine WHERE consumer_id = $1 AND event_id = ids.event_id LIMIT 1) q
+  -- most consumers have no quarantine record at all: one probe of the consumer's key range spares one per event.
+  -- Receipts and unknown executions are not probed: their plain INSERTs below fail on the primary key instead.
+  SELECT 1 FROM unnest($8::text[]) AS ids(event_id)
+    CROSS JOIN LATERAL (SELECT 1 FROM quarantine WHERE consumer_id = $1 AND event_id = ids.event_id LIMIT 1) q
    WHERE EXISTS (SELECT 1 FROM quarantine WHERE consumer_id = $1)
-   LIMIT 1)
-  UNION ALL
-  -- the executions the run does not know (RecentExecutions holds the others as they are at the fence)
-  (SELECT 1 FROM unnest($13::text[], $42::boolean[]) AS ids(entity_id, saved)
-     CROSS JOIN LATERAL (SELECT 1 FROM executions WHERE consumer_id = $1 AND entity_id = ids.entity_id LIMIT 1) e
-   WHERE NOT ids.saved
-   LIMIT 1)
+   LIMIT 1
 ),
 checkpoint AS (
-  -- the fence, validatePlanAgainstSaved's continuing case, and the proof that everything is new, in one WHERE
+  -- the fence, validatePlanAgainstSaved's continuing case, and the proof that no event is quarantined, in one WHERE
   UPDATE checkpoints
      ${checkpointSet(37, 4, 12)}
    WHERE consumer_id = $1 AND lease_epoch = $2 AND version = $3

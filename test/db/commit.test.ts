@@ -667,6 +667,46 @@ describe('the executions a run knows (RecentExecutions)', () => {
     expect(state.volumes).toEqual({ 'm-1': '70/1' });
   });
 
+  it('an event that has a receipt fails the one statement whole; the read decides it a duplicate', async () => {
+    const { consumerId, fence, recent } = await runThatTraded();
+    // e-1's trade again, delivered at a later position (the same content), beside a new trade: the statement's
+    // insert of its receipt finds the one saved.
+    const { outcomes, counts } = await commitCounted(
+      makePlan(consumerId, {
+        fence,
+        position: 5,
+        events: [
+          trade(5, 'e-1', { price: '0.5', size: '100' }, { eventId: 'ev-4-1' }),
+          trade(5, 'e-2', {}, { ordinal: 2 }),
+        ],
+      }),
+      recent,
+    );
+    expect(counts).toEqual({ statements: 1, transactions: 1 });
+    expect(outcomes).toEqual([expect.objectContaining({ kind: 'committed', applied: 1, duplicates: 1 })]);
+    const state = await dumpState(db.pool, consumerId);
+    expect(state.executions.map((e) => e.entityId).sort()).toEqual(['e-1', 'e-2']);
+    expect(state.volumes).toEqual({ 'm-1': '100/2' });
+  });
+
+  it('a trade of an entity the database holds and the run does not know fails the one statement; the read decides', async () => {
+    const { consumerId, fence } = await runThatTraded();
+    // A run that knows nothing (a new attempt's) sees another eventId trade e-1: no effect, as its row exists.
+    const { outcomes, counts } = await commitCounted(
+      makePlan(consumerId, {
+        fence,
+        position: 5,
+        events: [trade(5, 'e-1', { price: '0.9' }, { eventId: 'ev-again' })],
+      }),
+      new RecentExecutions(),
+    );
+    expect(counts).toEqual({ statements: 1, transactions: 1 });
+    expect(outcomes).toEqual([expect.objectContaining({ kind: 'committed', applied: 0, noEffect: 1 })]);
+    const state = await dumpState(db.pool, consumerId);
+    expect(state.executions).toEqual([expect.objectContaining({ entityId: 'e-1', revision: 1, notional: '50' })]);
+    expect(state.volumes).toEqual({ 'm-1': '50/1' });
+  });
+
   it('rows known at another version are not used: after another attempt took the consumer, the read decides', async () => {
     const { consumerId, recent } = await runThatTraded();
     // Another attempt leases the consumer and corrects e-1 itself; this run's row of e-1 is now stale.

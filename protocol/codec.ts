@@ -262,7 +262,6 @@ export function decodeServerFrame(
 
 // v, frameSequence, type, generation, position, deliveryMode, sourceEventCount, matchedEventCount, events
 const BATCH_FRAME_KEYS = 9;
-const WIRE_EVENT_KEYS = 7; // ordinal, eventId, kind, entityId, revision, observedAt, data
 
 const isPositiveInt = (x: unknown): x is number => Number.isSafeInteger(x) && (x as number) > 0;
 const isNonNegativeInt = (x: unknown): x is number => Number.isSafeInteger(x) && (x as number) >= 0;
@@ -278,6 +277,19 @@ function isJsonRecord(o: unknown): o is Record<string, unknown> {
   return typeof o === 'object' && o !== null && !Array.isArray(o);
 }
 
+/** A wire event's keys in schema order: a parsed event with exactly these, in this order, is what zod returns. */
+const WIRE_EVENT_KEY_ORDER = ['ordinal', 'eventId', 'kind', 'entityId', 'revision', 'observedAt', 'data'] as const;
+
+function hasOwnKeysInOrder(o: object, keys: readonly string[]): boolean {
+  let i = 0;
+  for (const key in o) {
+    if (!Object.prototype.hasOwnProperty.call(o, key)) continue;
+    if (key !== keys[i]) return false;
+    i++;
+  }
+  return i === keys.length;
+}
+
 function decodedWireEvent(e: unknown): WireEvent | undefined {
   if (!isJsonRecord(e)) return undefined;
   const { ordinal, eventId, kind, entityId, revision, observedAt, data } = e;
@@ -289,11 +301,13 @@ function decodedWireEvent(e: unknown): WireEvent | undefined {
     isPositiveInt(revision) &&
     typeof observedAt === 'string' &&
     isJsonRecord(data) &&
-    !Object.prototype.hasOwnProperty.call(data, '__proto__') &&
-    ownKeyCount(e) === WIRE_EVENT_KEYS
+    !Object.prototype.hasOwnProperty.call(data, '__proto__')
   ) {
-    // zod copies a record key by key in input order; the parsed JSON object is already that copy.
-    return { ordinal, eventId, kind, entityId, revision, observedAt, data };
+    // zod copies a record key by key in input order; the parsed JSON object is already that copy, and with its keys
+    // in schema order (as the reference server writes them) the whole event is: it is taken as is, not copied.
+    if (hasOwnKeysInOrder(e, WIRE_EVENT_KEY_ORDER)) return e as WireEvent;
+    if (ownKeyCount(e) === WIRE_EVENT_KEY_ORDER.length)
+      return { ordinal, eventId, kind, entityId, revision, observedAt, data };
   }
   return undefined;
 }
@@ -314,11 +328,14 @@ function decodedBatch(raw: unknown): ServerFrameOf<'batch'> | undefined {
   )) {
     return undefined;
   }
-  const decoded: WireEvent[] = [];
-  for (const item of events as unknown[]) {
+  // The parsed array too is kept unless an event had to be copied.
+  let copied: WireEvent[] | undefined;
+  for (let i = 0; i < events.length; i++) {
+    const item: unknown = events[i];
     const event = decodedWireEvent(item);
     if (!event) return undefined;
-    decoded.push(event);
+    if (event !== item) copied ??= (events as WireEvent[]).slice(0, i);
+    copied?.push(event);
   }
   return {
     v,
@@ -329,7 +346,7 @@ function decodedBatch(raw: unknown): ServerFrameOf<'batch'> | undefined {
     deliveryMode,
     sourceEventCount,
     matchedEventCount,
-    events: decoded,
+    events: copied ?? (events as WireEvent[]),
   };
 }
 

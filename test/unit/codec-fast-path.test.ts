@@ -38,10 +38,10 @@ const tradeData = fc.record({
   txHash: fc.constantFrom('0x01', '0xff'),
 });
 
-/** Replaces, deletes or adds one key of an object (or leaves it alone). */
+/** Replaces, deletes, adds or moves to the end one key of an object (or leaves it alone). */
 function mutated<T extends Record<string, unknown>>(base: fc.Arbitrary<T>): fc.Arbitrary<Record<string, unknown>> {
   return fc
-    .tuple(base, fc.nat(), fc.constantFrom('keep', 'replace', 'delete', 'add'), oddValue)
+    .tuple(base, fc.nat(), fc.constantFrom('keep', 'replace', 'delete', 'add', 'reorder'), oddValue)
     .map(([value, index, how, odd]) => {
       const copy: Record<string, unknown> = { ...value };
       const keys = Object.keys(copy);
@@ -49,6 +49,11 @@ function mutated<T extends Record<string, unknown>>(base: fc.Arbitrary<T>): fc.A
       if (how === 'replace') copy[key] = odd;
       if (how === 'delete') delete copy[key];
       if (how === 'add') copy.unexpected = odd;
+      if (how === 'reorder') {
+        const moved = copy[key];
+        delete copy[key];
+        copy[key] = moved;
+      }
       return copy;
     });
 }

@@ -123,16 +123,18 @@ function executionWriteCtes(first: number, saved: number, guard = ''): string {
   SELECT $1, entity_id, revision, market, asset, side, price, size, notional, wallet, tx_hash, first_position,
          last_position, event_id
     FROM ${rows}`;
+  // `… = ANY($saved)` names no row: Postgres checks it once, and skips the CTE's unnest of the fourteen arrays when
+  // no row is for it (a run of new trades updates nothing).
   const and = guard === '' ? 'WHERE' : `${guard} AND`;
   return `executions_inserted AS (
   ${insert}
-   ${and} NOT x.saved
+   ${and} NOT x.saved AND false = ANY($${saved}::boolean[])
 ),
 executions_updated AS (
   -- an upsert of a row that exists goes straight to its update; unlike UPDATE … FROM, whose join a cached plan may
   -- turn into a scan of all the consumer's executions, it probes the primary key once per row
   ${insert}
-   ${and} x.saved
+   ${and} x.saved AND true = ANY($${saved}::boolean[])
   ON CONFLICT (consumer_id, entity_id) DO UPDATE
      SET revision = EXCLUDED.revision, market = EXCLUDED.market, asset = EXCLUDED.asset, side = EXCLUDED.side,
          price = EXCLUDED.price, size = EXCLUDED.size, notional = EXCLUDED.notional, wallet = EXCLUDED.wallet,

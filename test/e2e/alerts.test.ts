@@ -117,10 +117,14 @@ describe('whale alerts', () => {
           60_000,
           'the live appends',
         );
-        await waitFor(async () => (await outboxOf(consumerId)).every(([, state]) => state !== 'pending'), {
-          description: 'every alert sent',
-          timeoutMs: 30_000,
-        });
+        // Claimed is in flight: the POST has not been answered yet.
+        await waitFor(
+          async () => (await outboxOf(consumerId)).every(([, state]) => !['pending', 'claimed'].includes(state)),
+          {
+            description: 'every alert sent',
+            timeoutMs: 30_000,
+          },
+        );
         expect(await outboxOf(consumerId)).toEqual([
           ['h-whale', 'replay'],
           ['h-whale-2', 'replay'],

@@ -1,12 +1,27 @@
+import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 
-// Four projects: pure logic (no services), real Postgres, the full stack (Temporal dev server, Postgres, the
-// reference stream server), and the production topology (the Temporal server release on Postgres over mutual TLS,
-// set up by the deploy scripts). `vitest run --project unit` runs the fast part alone.
+// Vitest runs projects of one `sequence.groupOrder` side by side on one pool, but every project with file
+// parallelism off (e2e, topology) in a group of its own, after all the others. So the suite's time is unit + db +
+// e2e + topology, and the e2e files' serial sum is most of it.
+const e2e = {
+  globalSetup: ['test/support/temporal-global-setup.ts'],
+  setupFiles: ['test/support/quiet-temporal-runtime.ts'],
+  testTimeout: 180_000,
+  hookTimeout: 180_000,
+};
+
+// Five projects: pure logic (no services), real Postgres, the full stack (Temporal dev server, Postgres, the
+// reference stream server), the database outages of the full stack, and the production topology (the Temporal server
+// release on Postgres over mutual TLS, set up by the deploy scripts). `vitest run --project unit` runs the fast part
+// alone.
 export default defineConfig({
   test: {
     pool: 'forks',
     restoreMocks: true,
+    // At least two at once, also on a 2-core machine (the default there is one): the outage file waits out more than
+    // two minutes of downtime in one worker while unit and db files run in the other.
+    maxWorkers: Math.max(2, availableParallelism() - 1),
     projects: [
       {
         extends: true,
@@ -19,12 +34,20 @@ export default defineConfig({
       {
         extends: true,
         test: {
+          // Postgres stopped for 5, 30 and 90 s (its own Postgres; the e2e dev server): mostly idle, so it runs
+          // alongside unit and db (named to sort, and so start, first among them) instead of adding to the e2e chain.
+          name: 'database-outages',
+          include: ['test/e2e/database-faults.test.ts'],
+          ...e2e,
+        },
+      },
+      {
+        extends: true,
+        test: {
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],
-          globalSetup: ['test/support/temporal-global-setup.ts'],
-          setupFiles: ['test/support/quiet-temporal-runtime.ts'],
-          testTimeout: 180_000,
-          hookTimeout: 180_000,
+          exclude: ['test/e2e/database-faults.test.ts'],
+          ...e2e,
           // The Temporal dev server and worker processes are heavy on a 2-core machine.
           fileParallelism: false,
         },

@@ -1,6 +1,7 @@
-// Vitest globalSetup of the e2e project: one Temporal dev server (the CLI binary from
+// Vitest globalSetup of the e2e projects: one Temporal dev server (the CLI binary from
 // scripts/ensure-temporal-cli.sh, the project's search attributes registered, its Web UI on a free port) and one
-// bundle of workflows/ per run. Tests read them through `inject()`; see test/support/temporal.ts.
+// bundle of workflows/ per run, shared by the projects that set it up. Tests read them through `inject()`; see
+// test/support/temporal.ts.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -10,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode } from '@temporalio/worker';
+import type { ProvidedContext } from 'vitest';
 import type { TestProject } from 'vitest/node';
 import { consumerIdSearchAttribute, kindSearchAttribute, phaseSearchAttribute } from '../../workflows/definitions.js';
 import { freePort } from '../../scripts/free-port.js';
@@ -30,7 +32,49 @@ declare module 'vitest' {
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const NAMESPACE = 'default';
 
+type Provided = Pick<
+  ProvidedContext,
+  'temporalAddress' | 'temporalNamespace' | 'temporalUiUrl' | 'workflowBundlePath' | 'workflowBundleError'
+>;
+
+interface Started {
+  provided: Provided;
+  stop(): Promise<void>;
+}
+
+/**
+ * The run's one server and bundle: each project's globalSetup runs in this same process, one after the other before
+ * any test, so a second project (database-outages) takes the first one's instead of starting its own. The last
+ * project to tear down stops it.
+ */
+const shared = globalThis as typeof globalThis & {
+  whalehuntE2eStack?: { started: Promise<Started>; users: number };
+};
+
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const stack = (shared.whalehuntE2eStack ??= { started: start(), users: 0 });
+  stack.users += 1;
+  let provided: Provided;
+  try {
+    ({ provided } = await stack.started);
+  } catch (error) {
+    delete shared.whalehuntE2eStack;
+    throw error;
+  }
+  project.provide('temporalAddress', provided.temporalAddress);
+  project.provide('temporalNamespace', provided.temporalNamespace);
+  project.provide('temporalUiUrl', provided.temporalUiUrl);
+  project.provide('workflowBundlePath', provided.workflowBundlePath);
+  project.provide('workflowBundleError', provided.workflowBundleError);
+  return async () => {
+    stack.users -= 1;
+    if (stack.users > 0) return;
+    delete shared.whalehuntE2eStack;
+    await (await stack.started).stop();
+  };
+}
+
+async function start(): Promise<Started> {
   const cliPath = await ensureTemporalCli();
   const port = await freePort();
   const uiPort = await freePort();
@@ -53,26 +97,29 @@ export default async function setup(project: TestProject): Promise<() => Promise
   );
 
   const tempDir = await mkdtemp(join(tmpdir(), 'whalehunt-e2e-'));
-  try {
-    const bundle = await bundleProjectWorkflows(tempDir);
-    project.provide('temporalAddress', env.address);
-    project.provide('temporalNamespace', NAMESPACE);
-    project.provide('temporalUiUrl', uiUrl);
-    project.provide('workflowBundlePath', bundle.path);
-    project.provide('workflowBundleError', bundle.error);
-  } catch (error) {
-    await env.teardown();
-    await rm(tempDir, { recursive: true, force: true });
-    throw error;
-  }
-
-  return async () => {
+  const stop = async () => {
     try {
       await env.teardown();
     } finally {
       await rm(tempDir, { recursive: true, force: true });
     }
   };
+  try {
+    const bundle = await bundleProjectWorkflows(tempDir);
+    return {
+      provided: {
+        temporalAddress: env.address,
+        temporalNamespace: NAMESPACE,
+        temporalUiUrl: uiUrl,
+        workflowBundlePath: bundle.path,
+        workflowBundleError: bundle.error,
+      },
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
 }
 
 async function ensureTemporalCli(): Promise<string> {

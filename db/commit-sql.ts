@@ -207,10 +207,17 @@ checkpoint AS (
 SELECT (SELECT version FROM checkpoint) AS version, ARRAY(SELECT scope FROM quality) AS quality_scopes,
        ARRAY(SELECT event_id FROM outboxed) AS outboxed`;
 
-/** The primary keys whose violation by the fast statement means "not all new": the exact path decides. */
+/**
+ * The keys whose violation by the fast statement means "not all new": the exact path decides. The receipts' and
+ * executions' keys are the proof; the revisions' and the outbox's rows are keyed by the same events and entities,
+ * and Postgres may run their CTEs first (a stream replaying from the floor over what a backfill applied trips the
+ * outbox's key before the receipts').
+ */
 export const FAST_PATH_PROOF_CONSTRAINTS: ReadonlySet<string> = new Set([
   'event_receipts_consumer_id_event_id_pk',
   'executions_consumer_id_entity_id_pk',
+  'execution_revisions_consumer_id_entity_id_revision_pk',
+  'outbox_idempotency_idx',
 ]);
 
 /** Writes only once the fast path's checkpoint CTE passed the fence and moved the row. */

@@ -71,7 +71,7 @@ describe('reset_required waits for an explicit decision', () => {
       expect(metadata.currentDetails).toMatch(/\| position \| 4, head \d+, lag \d+ \(as of /);
       // Wrapped to the panel's width as a shell continuation: pasted, it is the same command.
       expect(metadata.currentDetails).toContain(
-        'node dist/cli/main.js resolve-gap --consumer gap-1 --decision from_floor \\\n  --reason "<why>"',
+        'node dist/cli/main.js resolve-gap --consumer gap-1 \\\n  --decision from_floor --reason "<why>"',
       );
 
       // Invalid decisions never reach the workflow's history.

@@ -2,8 +2,8 @@ import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 
 // Vitest runs projects of one `sequence.groupOrder` side by side on one pool, but every project with file
-// parallelism off (e2e, topology) in a group of its own, after all the others. So the suite's time is unit + db +
-// e2e + topology, and the e2e files' serial sum is most of it.
+// parallelism off (e2e) in a group of its own, after all the others. So the suite's time is the first group's
+// (unit, db, the outage file, topology: two at a time) + the e2e files' serial sum.
 const e2e = {
   globalSetup: ['test/support/temporal-global-setup.ts'],
   setupFiles: ['test/support/quiet-temporal-runtime.ts'],
@@ -55,12 +55,13 @@ export default defineConfig({
       {
         extends: true,
         test: {
+          // One file, with its own Temporal server, Postgres and workers: it runs in the first group, beside unit
+          // and db and the outage file's idle minutes, instead of after the e2e chain.
           name: 'topology',
           include: ['test/topology/**/*.test.ts'],
           // A first run builds the server (scripts/ensure-temporal-server.sh) inside beforeAll.
           testTimeout: 600_000,
           hookTimeout: 900_000,
-          fileParallelism: false,
         },
       },
     ],

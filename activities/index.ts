@@ -9,6 +9,7 @@ import {
   acquireLease,
   commitCheckpoint,
   commitCheckpoints,
+  recordRetentionFloor,
   loadCommitted,
   recordBindingDecision,
   recordGapDecision,
@@ -79,6 +80,7 @@ export interface ActivityDeps {
 export function poolStore(pool: pg.Pool, hooks?: ConsumeStreamDeps['hooks']): ConsumeStreamDeps['store'] {
   return {
     acquireLease: (consumerId, options) => acquireLease(pool, consumerId, options),
+    recordFloor: (consumerId, history) => recordRetentionFloor(pool, consumerId, history),
     commitCheckpoints: (plans, recent) => {
       // The cut point runs inside each checkpoint's own transaction.
       if (hooks?.insideCommit === undefined) return commitCheckpoints(pool, plans, recent);

@@ -215,7 +215,10 @@ export class StreamConnection {
       });
     }
     const { frame, bytes } = decoded;
-    if (frame.type === 'hello') this.run.counters.lastHeadPosition = frame.history.head;
+    if (frame.type === 'hello') {
+      this.run.counters.lastHeadPosition = frame.history.head;
+      this.#recordFloor(frame.history);
+    }
     if (frame.type === 'batch')
       this.run.counters.lastHeadPosition = Math.max(frame.position, this.run.counters.lastHeadPosition ?? 0);
     if (frame.type === 'hello' || frame.type === 'batch')
@@ -228,6 +231,21 @@ export class StreamConnection {
     };
     const performing = this.#perform(actions);
     return performing === undefined ? afterStage() : performing.then(afterStage);
+  }
+
+  /**
+   * Off the frame's path: maintenance only ever reads a floor lower than or equal to the source's, so a floor saved
+   * late, or not at all (the next hello saves it), removes nothing it should not.
+   */
+  #recordFloor(history: { id: string; floor: number }): void {
+    const { store, log } = this.deps;
+    store.recordFloor?.(this.run.consumerId, history).catch((error: unknown) => {
+      log.warn('could not save the retention floor', {
+        historyId: history.id,
+        floor: history.floor,
+        error: error instanceof Error ? error.message : String(error),
+      });
+    });
   }
 
   /** Carries out the session's actions in order; a promise only when one must wait (a commit making room). */

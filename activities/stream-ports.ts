@@ -48,6 +48,8 @@ export interface ConsumeStreamDeps {
      * RecentExecutions, for the store to use and keep current.
      */
     commitCheckpoints(plans: readonly CheckpointPlan[], recent?: RecentExecutions): Promise<CheckpointOutcome[]>;
+    /** Saves the retention floor a `hello` announced, for maintenance (db recordRetentionFloor). */
+    recordFloor?(consumerId: string, history: { id: string; floor: number }): Promise<void>;
   };
   config: ConsumeStreamConfig;
   log: ConsumeStreamLog;

@@ -51,3 +51,17 @@ export {
 export { RecentExecutions } from './recent-executions.js';
 export { SQLSTATE } from './transaction.js';
 export * from './errors.js';
+export {
+  recordRetentionFloor,
+  runMaintenance,
+  lastMaintenanceRun,
+  tableSizes,
+  CONSUMER_TABLES,
+  DEFAULT_RETENTION_POLICY,
+  type ConsumerPruning,
+  type MaintenanceProgress,
+  type MaintenanceReport,
+  type MaintenanceRunRow,
+  type RetentionPolicy,
+  type TableSize,
+} from './retention.js';

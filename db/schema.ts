@@ -95,6 +95,10 @@ export const eventReceipts = pgTable(
   },
   (t) => [
     primaryKey({ columns: [t.consumerId, t.eventId] }),
+    // Retention finds the receipts below a stream's floor by position (db/retention.ts). Receipts arrive in
+    // position order, so a BRIN summary is enough, and it costs a commit almost nothing where a B-tree would not.
+    // autosummarize: autovacuum summarises each range as it fills; an unsummarised range is read by every scan.
+    index('event_receipts_position_brin').using('brin', t.position).with({ autosummarize: true }),
     check('event_receipts_outcome_check', sql`${t.outcome} IN ('applied', 'no_effect', 'quarantined')`),
   ],
 );
@@ -299,4 +303,36 @@ export const pageProgress = pgTable(
     updatedAt: updatedAt(),
   },
   (t) => [check('page_progress_cursor_not_empty', sql`${t.resumeCursor} IS NULL OR length(${t.resumeCursor}) > 0`)],
+);
+
+/**
+ * The retention floor each consumer's source last announced (the lowest position it still retains) and the history
+ * it belongs to, written when a session's `hello` or a page arrives. Maintenance removes receipts below it and
+ * records in `pruned_below` how far it has gone, so the next run starts there (docs/design.md#retention).
+ */
+export const retentionFloors = pgTable('retention_floors', {
+  consumerId: text('consumer_id').primaryKey(),
+  historyId: text('history_id').notNull(),
+  floor: bigint('floor', { mode: 'number' }).notNull(),
+  /** Receipts of this consumer at positions below this one have been removed (0: none yet). */
+  prunedBelow: bigint('pruned_below', { mode: 'number' }).notNull().default(0),
+  observedAt: timestamp('observed_at', { withTimezone: true }).notNull().defaultNow(),
+});
+
+/** One row per maintenance run: what it removed, and how it ended. */
+export const maintenanceRuns = pgTable(
+  'maintenance_runs',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    startedAt: timestamp('started_at', { withTimezone: true }).notNull().defaultNow(),
+    finishedAt: timestamp('finished_at', { withTimezone: true }),
+    status: text('status').notNull().default('running'),
+    receiptsDeleted: bigint('receipts_deleted', { mode: 'number' }).notNull().default(0),
+    outboxDeleted: bigint('outbox_deleted', { mode: 'number' }).notNull().default(0),
+    revisionsDeleted: bigint('revisions_deleted', { mode: 'number' }).notNull().default(0),
+    /** Per consumer: the floor used and the receipts removed below it. */
+    details: jsonb('details'),
+    error: text('error'),
+  },
+  (t) => [check('maintenance_runs_status_check', sql`${t.status} IN ('running', 'succeeded', 'failed')`)],
 );

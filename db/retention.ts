@@ -257,10 +257,10 @@ async function connectBounded(pool: pg.Pool, policy: RetentionPolicy): Promise<p
   });
   try {
     // Autocommit statements only: no transaction is ever left open between them.
-    await client.query(
-      `SELECT set_config('statement_timeout', $1, false), set_config('lock_timeout', $2, false)`,
-      [String(policy.statementTimeoutMs), String(Math.max(1, Math.floor(policy.statementTimeoutMs / 4)))],
-    );
+    await client.query(`SELECT set_config('statement_timeout', $1, false), set_config('lock_timeout', $2, false)`, [
+      String(policy.statementTimeoutMs),
+      String(Math.max(1, Math.floor(policy.statementTimeoutMs / 4))),
+    ]);
     return client;
   } catch (error) {
     client.release(error instanceof Error ? error : true);
@@ -376,7 +376,7 @@ async function pruneOutbox(
   if (first == null || last == null) return;
   let from = Number(first);
   let width = policy.batchRows;
-  for (let younger = false; !younger && from <= Number(last); ) {
+  for (let younger = false; !younger && from <= Number(last);) {
     options.signal?.throwIfAborted();
     const to = from + width;
     const deleted = await boundedStatement(

@@ -1,7 +1,7 @@
 // Runs the consumeStream core against a real ReferenceStreamServer and a real test database, and folds the
 // server's journal independently so a test can say "every effect exactly once".
 import type pg from 'pg';
-import { acquireLease, commitCheckpoints } from '../../db/index.js';
+import { acquireLease, commitCheckpoints, recordRetentionFloor } from '../../db/index.js';
 import { consumeStream } from '../../activities/consume-stream.js';
 import type { ConsumeStreamDeps } from '../../activities/stream-ports.js';
 import type { ConsumeOutcome, ConsumeStreamInput, StartDirective, StreamHeartbeat } from '../../activities/types.js';
@@ -62,6 +62,7 @@ export function makeRun(
     store: {
       acquireLease: (id, options) => acquireLease(pool, id, options),
       commitCheckpoints: (plans) => commitCheckpoints(pool, plans),
+      recordFloor: (id, history) => recordRetentionFloor(pool, id, history),
     },
     config: {
       url: server.url,

@@ -6,10 +6,17 @@ import { encodeServerFrame, PROTOCOL_NAME } from '../../protocol/codec.js';
 import { runReportOf } from '../../activities/consume-stream.js';
 import { DatabaseBehind, LeaseLost, StreamTransportError } from '../../activities/stream-errors.js';
 import type { ConsumeOutcome } from '../../activities/types.js';
-import { acquireLease, commitCheckpoints, loadCommitted } from '../../db/index.js';
+import {
+  acquireLease,
+  commitCheckpoints,
+  DEFAULT_RETENTION_POLICY,
+  loadCommitted,
+  runMaintenance,
+} from '../../db/index.js';
 import type { CheckpointPlan } from '../../protocol/types.js';
 import type { ReferenceStreamServer } from '../../simulator/server.js';
 import { useTestDatabase } from '../support/db.js';
+import { waitFor } from '../support/wait.js';
 import {
   API_KEY,
   allEvents,
@@ -80,6 +87,43 @@ describe('consumeStream end to end', () => {
     expect(outcome.leaseEpoch).toBe(row!.leaseEpoch);
   });
 
+  it('each hello saves the retention floor; maintenance then removes the receipts below it and nothing else', async () => {
+    const j = journal();
+    const s = await server({ journal: j });
+    const run = makeRun(db.pool, s, 'c-floor');
+    await run.consume({ mode: 'from_floor', filter: everything });
+    const floors = async () =>
+      (
+        await db.pool.query<{ history_id: string; floor: string }>(
+          'SELECT history_id, floor FROM retention_floors WHERE consumer_id = $1',
+          ['c-floor'],
+        )
+      ).rows.map((row) => ({ historyId: row.history_id, floor: Number(row.floor) }));
+    await waitFor(async () => (await floors()).length === 1, { description: 'the first floor saved' });
+    expect(await floors()).toEqual([{ historyId: j.history.id, floor: j.floor }]);
+
+    // The consumer catches up; the source then drops its oldest transitions and goes on; the next session's hello
+    // announces the new floor.
+    await resumeToHead(run, s, 'c-floor');
+    const floor = Math.floor(j.head / 2);
+    j.setRetentionFloor(floor);
+    for (let i = 0; i < 5; i += 1) j.appendGenerated();
+    await resumeToHead(run, s, 'c-floor');
+    await waitFor(async () => (await floors())[0]?.floor === floor, { description: 'the moved floor saved' });
+    const before = await savedEffects(db.pool, 'c-floor');
+
+    await runMaintenance(db.pool, DEFAULT_RETENTION_POLICY);
+    const after = await savedEffects(db.pool, 'c-floor');
+    const kept = allEvents(s.journal)
+      .filter((e) => e.position >= floor)
+      .map((e) => e.eventId)
+      .sort();
+    expect(after.receiptIds).toEqual(kept);
+    expect(after.receiptIds.length).toBeLessThan(before.receiptIds.length);
+    expect(after.executions).toEqual(before.executions);
+    expect(after.state.volumes).toEqual(before.state.volumes);
+  });
+
   it('resumes from the committed token after the socket drops mid-stream; effects once', async () => {
     const j = journal();
     const s = await server({ journal: j });
@@ -123,7 +167,9 @@ describe('consumeStream end to end', () => {
   });
 
   it('an old attempt whose connection keeps delivering after a newer attempt took over neither commits nor ACKs', async () => {
-    const s = await server({ journal: journal(60), faults: { drainOldConnections: true } });
+    // One checkpoint in flight at a time: the older attempt's first resumed commit cannot reach the head, so there is
+    // still something to deliver to it after the takeover, whatever the commit timing.
+    const s = await server({ journal: journal(60), maxUnackedCheckpoints: 1, faults: { drainOldConnections: true } });
     const newer = makeRun(db.pool, s, 'c-old');
     const takeover: { outcome?: Promise<ConsumeOutcome> } = {};
     const older = makeRun(db.pool, s, 'c-old', {

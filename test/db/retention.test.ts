@@ -19,6 +19,7 @@ import { DEFAULT_SESSION_BOUNDS } from '../../db/session-settings.js';
 import { committed, correction, HISTORY_ID, makePlan, trade } from '../../bench/fixtures.js';
 import type { StagedEvent } from '../../protocol/types.js';
 import { useTestDatabase } from '../support/db.js';
+import { waitFor } from '../support/wait.js';
 import { dumpState } from './state-dump.js';
 
 const db = useTestDatabase();
@@ -255,7 +256,10 @@ describe('a commit beside maintenance', () => {
         FOR EACH STATEMENT EXECUTE FUNCTION hold_removal();`);
     const maintenance = runMaintenance(db.pool, policy({ batchRows: 100, statementTimeoutMs: 60_000 }));
     maintenance.catch(() => undefined);
-    await waitFor(async () => (await backendsWaiting("wait_event = 'PgSleep'")) > 0);
+    await waitFor(async () => (await backendsWaiting("wait_event = 'PgSleep'")) > 0, {
+      description: 'the removal statement held open',
+      intervalMs: 20,
+    });
 
     const redelivered = history(5).map((event, i) => ({ ...event, position: 10 + i }));
     const fresh = [trade(16, 'beside-1'), trade(16, 'beside-2', {}, { ordinal: 2 })];
@@ -305,12 +309,4 @@ async function backendsWaiting(condition: string): Promise<number> {
     `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND ${condition}`,
   );
   return res.rows[0]?.n ?? 0;
-}
-
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }

@@ -1,19 +1,21 @@
 // Helpers for e2e tests against the run's Temporal dev server (started by temporal-global-setup.ts):
 // clients, in-process workers that always shut down, unique task queues and bounded condition waits.
 import { randomUUID } from 'node:crypto';
-import { inspect } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import type { WorkflowHandle } from '@temporalio/client';
 import type { QueryDefinition } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { WorkerOptions } from '@temporalio/worker';
 import { inject } from 'vitest';
+import { waitFor, type WaitOptions } from './wait.js';
 import { leaseTaskQueue } from '../../workflows/definitions.js';
 
 export interface TemporalTarget {
   address: string;
   namespace: string;
 }
+
+export { waitFor, WaitTimeoutError, type WaitOptions } from './wait.js';
 
 export function temporalTarget(): TemporalTarget {
   return { address: inject('temporalAddress'), namespace: inject('temporalNamespace') };
@@ -81,47 +83,6 @@ export async function withWorker<R>(
     return await leaseWorker.runUntil(() => worker.runUntil(() => fn({ worker, taskQueue })));
   } finally {
     await connection.close();
-  }
-}
-
-export interface WaitOptions {
-  /** What is awaited, for the timeout message. */
-  description: string;
-  timeoutMs?: number;
-  intervalMs?: number;
-}
-
-export class WaitTimeoutError extends Error {
-  readonly code = 'wait_timeout';
-  constructor(description: string, timeoutMs: number, lastError: unknown) {
-    super(
-      `timed out after ${timeoutMs} ms waiting for ${description}` +
-        (lastError === undefined
-          ? ''
-          : `; last error: ${lastError instanceof Error ? lastError.message : inspect(lastError)}`),
-    );
-    this.name = 'WaitTimeoutError';
-  }
-}
-
-/**
- * Polls `probe` until it returns a value other than undefined/false, within a bounded deadline. Errors from
- * `probe` count as "not yet" (e.g. a query before the workflow's first task) and are reported on timeout.
- */
-export async function waitFor<T>(probe: () => Promise<T | undefined | false>, options: WaitOptions): Promise<T> {
-  const timeoutMs = options.timeoutMs ?? 30_000;
-  const intervalMs = options.intervalMs ?? 100;
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value !== undefined && value !== false) return value;
-    } catch (error) {
-      lastError = error;
-    }
-    if (Date.now() >= deadline) throw new WaitTimeoutError(options.description, timeoutMs, lastError);
-    await new Promise((resolveDelay) => setTimeout(resolveDelay, intervalMs));
   }
 }
 

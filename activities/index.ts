@@ -11,11 +11,15 @@ import {
   commitCheckpoints,
   recordRetentionFloor,
   loadCommitted,
+  runMaintenance,
   recordBindingDecision,
   recordGapDecision,
   resolveQuarantine,
   summarizeOutbox,
   type DecisionInput,
+  type MaintenanceProgress,
+  type MaintenanceReport,
+  type RetentionPolicy,
 } from '../db/index.js';
 import { commitOneAtATime } from './commit-run.js';
 import { commitPageChunk, openPageProgress, recognisePageEvents, swapPageCursor } from '../db/pages.js';
@@ -60,6 +64,8 @@ export interface ActivitiesConfig {
   stream: ConsumeStreamConfig;
   /** The paginated history source (docs/protocol.md §8): events asked per page, events per durable chunk. */
   pages: { stream: string; limit: number; chunkSize: number };
+  /** What a maintenance run removes (OUTBOX_RETENTION_DAYS, REVISION_RETENTION_DAYS) and how it bounds itself. */
+  retention: RetentionPolicy;
 }
 
 export interface ActivityDeps {
@@ -289,6 +295,11 @@ export function createActivities(deps: ActivityDeps) {
       return waitForDatabase(pool, input);
     },
 
+    /** One maintenance run with the worker's retention policy; see maintenanceRun. */
+    async runMaintenance(): Promise<MaintenanceReport> {
+      return maintenanceRun(deps, metrics);
+    },
+
     /** Polls the committed checkpoint until it reaches `generation` (a rebind's first commit), within a bound. */
     async waitForGeneration(input: WaitForGenerationInput): Promise<CommittedView> {
       return waitForGeneration(input, () => viewOf(() => loadCommitted(pool, input.consumerId)));
@@ -351,6 +362,43 @@ async function consumePagesRun(
       }
       return outcome;
     }, apiKey);
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+/**
+ * The runMaintenance activity: db runMaintenance with the worker's policy, heartbeating its progress after every
+ * removal statement and on a timer (a long statement still heartbeats), so a lost worker is noticed and a
+ * cancellation stops it between statements. A retry simply runs again: a run removes only what is still there.
+ */
+async function maintenanceRun(deps: ActivityDeps, metrics: ConsumerMetrics): Promise<MaintenanceReport> {
+  const ctx = Context.current();
+  let last: MaintenanceProgress | null = null;
+  const heartbeat = (): void => ctx.heartbeat(last);
+  const timer = setInterval(heartbeat, deps.config.stream.heartbeatEveryMs);
+  heartbeat();
+  try {
+    const report = await guarded(
+      () =>
+        runMaintenance(deps.pool, deps.config.retention, {
+          onProgress: (progress) => {
+            last = progress;
+            heartbeat();
+          },
+          signal: ctx.cancellationSignal,
+        }),
+      deps.config.stream.apiKey,
+    );
+    metrics.maintenanceRan(report);
+    deps.log.info('maintenance run', {
+      runId: report.runId,
+      receiptsDeleted: report.receiptsDeleted,
+      outboxDeleted: report.outboxDeleted,
+      revisionsDeleted: report.revisionsDeleted,
+      consumers: report.consumers.length,
+    });
+    return report;
   } finally {
     clearInterval(timer);
   }

@@ -3,6 +3,7 @@
 // polls) and these share one exporter and one scrape; no second metrics library. Core's Prometheus exporter
 // adds `_total` to counters (countersTotalSuffix) and keeps these names otherwise; durations are seconds.
 import type { MetricCounter, MetricGauge, MetricHistogram, MetricMeter } from '@temporalio/common';
+import type { MaintenanceReport, MaintenanceRunRow, TableSize } from '../db/index.js';
 import { suppressedAlerts, type AlertCounts } from '../domain/decide.js';
 
 /** Which consumer committed: the streaming run or the paginated history run. */
@@ -22,6 +23,15 @@ export interface CommittedEvents {
   quarantined: number;
   /** Whale alerts queued, and suppressed by reason. */
   alerts: AlertCounts;
+}
+
+/** A maintenance run's statuses (maintenance_runs.status), one series each of the status gauge. */
+export const MAINTENANCE_STATUSES = ['running', 'succeeded', 'failed'] as const;
+
+/** Sizes and the last maintenance run, read from the database when the endpoint is scraped. */
+export interface RetentionSample {
+  tables: readonly Pick<TableSize, 'table' | 'tableBytes' | 'indexBytes'>[];
+  lastRun: Pick<MaintenanceRunRow, 'status' | 'finishedAt'> | null;
 }
 
 /** Counts read from the database when the endpoint is scraped (shared state, not one process's doing). */
@@ -59,6 +69,9 @@ export interface ConsumerMetrics {
   awaitingDecision(consumerId: string, reason: AwaitingDecisionReason): void;
   decisionRecorded(consumerId: string, kind: DecisionKind, decision: string): void;
   storeSampled(sample: StoreSample): void;
+  retentionSampled(sample: RetentionSample): void;
+  /** A maintenance run of this process finished: the rows it removed. */
+  maintenanceRan(report: Pick<MaintenanceReport, 'receiptsDeleted' | 'outboxDeleted' | 'revisionsDeleted'>): void;
   /** The outbox dispatcher POSTed an alert, `delaySeconds` after the commit that wrote it, and it was accepted. */
   alertSent(delaySeconds: number): void;
   /** An alert's POST failed; `dead`: it will not be tried again. */
@@ -86,6 +99,11 @@ export const METRIC_NAMES = {
   alertDelay: 'whalehunt_alert_delay_seconds',
   decisions: 'whalehunt_decisions_total',
   awaitingDecision: 'whalehunt_consumer_awaiting_decision',
+  tableBytes: 'whalehunt_table_bytes',
+  tableIndexBytes: 'whalehunt_table_index_bytes',
+  maintenanceLastRunEnd: 'whalehunt_maintenance_last_run_end_timestamp_seconds',
+  maintenanceLastRunStatus: 'whalehunt_maintenance_last_run_status',
+  maintenanceRowsRemoved: 'whalehunt_maintenance_rows_removed_total',
 } as const;
 
 /** Commits take milliseconds; Core's default buckets start at 50 ms. Keyed by the name given to the meter. */
@@ -129,6 +147,7 @@ export function meterMetrics(meter: MetricMeter): ConsumerMetrics {
   const alertsSuppressed = counter(n.alertsSuppressed, 'Whales recorded but not alerted, by reason');
   const alertDelay = seconds(n.alertDelay, 'Time from the commit that wrote an alert to its POST');
   const awaiting = gauge(n.awaitingDecision, '1 while a consumer waits for an operator decision, by reason');
+  const retention = retentionMetrics(counter, gauge);
 
   const heads = new Map<string, { seen: number; reported: number; reportedAt: number }>();
   const heldReported = new Set<string>();
@@ -203,6 +222,8 @@ export function meterMetrics(meter: MetricMeter): ConsumerMetrics {
         heldReported.add(consumer);
       }
     },
+    retentionSampled: retention.sampled,
+    maintenanceRan: retention.ran,
     alertSent(delay) {
       alertsSent.add(1);
       alertDelay.record(delay);
@@ -210,6 +231,37 @@ export function meterMetrics(meter: MetricMeter): ConsumerMetrics {
     alertFailed(dead) {
       alertsFailed.add(1);
       if (dead) alertsDead.add(1);
+    },
+  };
+}
+
+/** The table sizes, the last maintenance run (from the database) and the rows this process's runs removed. */
+function retentionMetrics(
+  counter: (name: string, description: string) => MetricCounter,
+  gauge: (name: string, description: string) => MetricGauge,
+): { sampled: ConsumerMetrics['retentionSampled']; ran: ConsumerMetrics['maintenanceRan'] } {
+  const n = METRIC_NAMES;
+  const tableBytes = gauge(n.tableBytes, 'Bytes on disk of a consumer table, with its TOAST, without its indexes');
+  const indexBytes = gauge(n.tableIndexBytes, "Bytes on disk of a consumer table's indexes");
+  const lastEnd = gauge(n.maintenanceLastRunEnd, 'When the last finished maintenance run ended (Unix seconds)');
+  const lastStatus = gauge(n.maintenanceLastRunStatus, "1 for the last maintenance run's status, 0 for the others");
+  const removed = counter(n.maintenanceRowsRemoved, "Rows this process's maintenance runs removed, by table");
+  return {
+    sampled(sample) {
+      for (const { table, tableBytes: bytes, indexBytes: indexes } of sample.tables) {
+        tableBytes.set(bytes, { table });
+        indexBytes.set(indexes, { table });
+      }
+      const last = sample.lastRun;
+      if (last === null) return;
+      // A run still going keeps the end of the run before it.
+      if (last.finishedAt !== null) lastEnd.set(Math.floor(Date.parse(last.finishedAt) / 1000));
+      for (const status of MAINTENANCE_STATUSES) lastStatus.set(status === last.status ? 1 : 0, { status });
+    },
+    ran(report) {
+      removed.add(report.receiptsDeleted, { table: 'event_receipts' });
+      removed.add(report.outboxDeleted, { table: 'outbox' });
+      removed.add(report.revisionsDeleted, { table: 'execution_revisions' });
     },
   };
 }
@@ -224,6 +276,8 @@ export const noMetrics: ConsumerMetrics = {
   awaitingDecision: () => undefined,
   decisionRecorded: () => undefined,
   storeSampled: () => undefined,
+  retentionSampled: () => undefined,
+  maintenanceRan: () => undefined,
   alertSent: () => undefined,
   alertFailed: () => undefined,
 };

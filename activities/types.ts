@@ -6,6 +6,7 @@ import type { ErrorCode, History, ResetReason, StreamFilter } from '../protocol/
 import type { ProgressReport } from '../protocol/progress.js';
 
 export type { BindingDecision, DecisionAudit, GapDecision, QuarantineDecision } from '../domain/decisions.js';
+export type { ConsumerPruning, MaintenanceProgress, MaintenanceReport } from '../db/retention.js';
 
 /** The committed checkpoint as the workflow keeps a copy of it (the database stays the authority). */
 export interface CheckpointSummary {

@@ -12,6 +12,7 @@ import { DEFAULT_ALERT_CONCURRENCY } from '../activities/outbox.js';
 import { DEFAULT_WEBHOOK_TIMEOUT_MS } from '../activities/webhook.js';
 import type { ConsumeStreamConfig } from '../activities/stream-ports.js';
 import { commitBoundMs, DEFAULT_SESSION_BOUNDS, type SessionBounds } from '../db/session-settings.js';
+import { DEFAULT_RETENTION_POLICY, type RetentionPolicy } from '../db/retention.js';
 import { DEFAULT_HEARTBEAT_TIMEOUT_MS, DEFAULT_LEASE_MS, TASK_QUEUE } from '../workflows/definitions.js';
 import { LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from './logger.js';
 import { loadTemporalSettings, TemporalSettingsError, type TemporalSettings } from './temporal-connection.js';
@@ -38,7 +39,14 @@ export interface WorkerConfig {
   logFormat: LogFormat;
   /** The /metrics, /healthz and /readyz endpoint; off when METRICS_PORT is unset (0 picks a free port). */
   metrics: { port: number; host: string } | null;
+  /** What a maintenance run removes (OUTBOX_RETENTION_DAYS, REVISION_RETENTION_DAYS). */
+  retention: RetentionPolicy;
+  /** The maintenance Schedule the worker creates at start (MAINTENANCE_EVERY); null: none. */
+  maintenance: { every: MaintenanceInterval } | null;
 }
+
+/** A Temporal Schedule interval: a whole number of seconds, minutes, hours or days. */
+export type MaintenanceInterval = `${number}${'s' | 'm' | 'h' | 'd'}`;
 
 export interface WhaleAlertConfig {
   minNotional: string | null;
@@ -110,6 +118,34 @@ const duration = z
     const [, amount, unit] = /^(\d+)(ms|s|m|h)?$/.exec(text)!;
     return Number(amount) * (unit === undefined ? 0 : DURATION_UNIT_MS[unit]!);
   });
+
+/** `off`, or a whole number of days (at least 1): how long a kind of row is kept. */
+const retentionDays = (fallback: 'off' | number) =>
+  z
+    .string()
+    .trim()
+    .toLowerCase()
+    .default(String(fallback))
+    .pipe(
+      z
+        .string()
+        .regex(/^(off|\d+)$/, 'must be a number of days (at least 1) or off')
+        .transform((text) => (text === 'off' ? null : Number(text)))
+        .refine((days) => days === null || (days >= 1 && Number.isSafeInteger(days)), 'must be at least 1 day, or off'),
+    );
+/** `off`, or how often maintenance runs: a whole number with a unit s, m, h or d, above 0. */
+const maintenanceEvery = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .default('1h')
+  .pipe(
+    z
+      .string()
+      .regex(/^(off|\d+(s|m|h|d))$/, 'must be an interval such as 30m, 1h or 1d, or off')
+      .refine((text) => text === 'off' || Number.parseInt(text, 10) > 0, 'must be above 0, or off')
+      .transform((text) => (text === 'off' ? null : (text as MaintenanceInterval))),
+  );
 
 const SECRET_PROBLEM =
   'must be whsec_ followed by the base64 of 24 to 64 random bytes (e.g. whsec_$(openssl rand -base64 32))';
@@ -207,6 +243,9 @@ const envSchema = z.object({
       .optional(),
   ),
   METRICS_HOST: z.string().trim().min(1, 'must not be empty').default('0.0.0.0'),
+  MAINTENANCE_EVERY: maintenanceEvery,
+  OUTBOX_RETENTION_DAYS: retentionDays(DEFAULT_RETENTION_POLICY.outboxDays ?? 'off'),
+  REVISION_RETENTION_DAYS: retentionDays(DEFAULT_RETENTION_POLICY.revisionDays ?? 'off'),
 });
 
 /** Every variable the worker's configuration reads besides the Temporal ones (`--help` must list each). */
@@ -295,6 +334,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
     logLevel: e.LOG_LEVEL,
     logFormat: e.LOG_FORMAT,
     metrics: e.METRICS_PORT === undefined ? null : { port: e.METRICS_PORT, host: e.METRICS_HOST },
+    retention: {
+      ...DEFAULT_RETENTION_POLICY,
+      outboxDays: e.OUTBOX_RETENTION_DAYS,
+      revisionDays: e.REVISION_RETENTION_DAYS,
+    },
+    maintenance: e.MAINTENANCE_EVERY === null ? null : { every: e.MAINTENANCE_EVERY },
   };
 }
 

@@ -47,7 +47,10 @@ export function consumerWorkflowId(consumerId: string): string {
 
 export const consumerIdSearchAttribute = defineSearchAttributeKey('WhalehuntConsumerId', SearchAttributeType.KEYWORD);
 export const phaseSearchAttribute = defineSearchAttributeKey('WhalehuntPhase', SearchAttributeType.KEYWORD);
-/** `stream` (consumerWorkflow) or `backfill` (backfillWorkflow): lets `list` and the UI tell them apart. */
+/**
+ * `stream` (consumerWorkflow), `backfill` (backfillWorkflow) or `maintenance` (maintenanceWorkflow): lets `list` and
+ * the UI tell them apart.
+ */
 export const kindSearchAttribute = defineSearchAttributeKey('WhalehuntKind', SearchAttributeType.KEYWORD);
 /** Registered on the dev server and in docker-compose; keep in sync with these keys. */
 export const SEARCH_ATTRIBUTES = {
@@ -313,3 +316,28 @@ export const backfillResolveGapUpdate = defineUpdate<BackfillStatus, [GapResolut
 export const backfillResolveQuarantineUpdate = defineUpdate<BackfillStatus, [QuarantineResolution]>(
   'resolveQuarantineUpdate',
 );
+
+// ---- maintenance (retention, docs/design.md#retention) --------------------------------------------------
+
+/** The Temporal Schedule the worker creates at start (MAINTENANCE_EVERY) for the default task queue. */
+export const MAINTENANCE_SCHEDULE_ID = 'whalehunt-maintenance';
+
+/**
+ * The schedule of the deployment polling `taskQueue`: a deployment on a task queue of its own (its own database)
+ * gets a schedule of its own, so one never starts maintenance on another's workers.
+ */
+export function maintenanceScheduleId(taskQueue: string): string {
+  return taskQueue === TASK_QUEUE ? MAINTENANCE_SCHEDULE_ID : `${MAINTENANCE_SCHEDULE_ID}:${taskQueue}`;
+}
+
+/** Workflow ids of maintenance runs: the schedule's (Temporal appends the scheduled time) and the CLI's. */
+export const MAINTENANCE_WORKFLOW_ID_PREFIX = 'whalehunt-maintenance-run:';
+
+export const MAINTENANCE_KIND = 'maintenance';
+export const MAINTENANCE_PHASES = ['maintaining', 'maintained', 'failed'] as const;
+export type MaintenancePhase = (typeof MAINTENANCE_PHASES)[number];
+
+export interface MaintenanceWorkflowInput {
+  /** Who asked: `schedule <id>` or the CLI's actor; shown in Current Details. */
+  requestedBy: string;
+}

@@ -18,6 +18,7 @@ import { freeLoopbackPort, prometheusExporter, startWorkerTelemetry, type Worker
 import { WORKER_HELP } from './help.js';
 import { PAGE_CRASH_AT_VARIABLE, pageCrashHooks, parsePageCrashAt } from './page-crash.js';
 import { createWorker, workflowCode, type ConsumerWorker, type CreateWorkerOptions } from './worker.js';
+import { ensureMaintenanceSchedule } from './maintenance-schedule.js';
 
 export const EXIT_CONFIG = 2;
 export const EXIT_FAILURE = 1;
@@ -208,6 +209,8 @@ export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise
     throw error;
   }
 
+  await maintenanceSchedule(connection, config, log);
+
   const webhookUrl = config.whaleAlert.webhookUrl;
   const dispatcher = webhookUrl
     ? new OutboxDispatcher({
@@ -259,6 +262,26 @@ export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise
         await done;
       })()),
   };
+}
+
+/**
+ * Creates the maintenance schedule unless it exists (or MAINTENANCE_EVERY is off); one line says which. A failure
+ * is logged and the worker goes on: consuming does not depend on it, and the next start tries again.
+ */
+async function maintenanceSchedule(
+  connection: Parameters<typeof ensureMaintenanceSchedule>[0],
+  config: WorkerConfig,
+  log: JsonLogger,
+): Promise<void> {
+  try {
+    const { schedule, scheduleId } = await ensureMaintenanceSchedule(connection, config);
+    const every = config.maintenance?.every ?? 'off';
+    if (schedule === 'created') log.info('maintenance schedule created', { scheduleId, every });
+    else if (schedule === 'exists') log.info('maintenance schedule exists; left as it is', { scheduleId });
+    else log.info('maintenance schedule off (MAINTENANCE_EVERY=off); an existing one is left as it is', { scheduleId });
+  } catch (error) {
+    log.warn('could not create the maintenance schedule; maintenance runs only when asked', { error });
+  }
 }
 
 /** The process entry; resolves to the exit code. */

@@ -9,8 +9,14 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import type { MetricMeter } from '@temporalio/common';
-import { HISTOGRAM_BUCKETS, meterMetrics, type ConsumerMetrics, type StoreSample } from '../activities/metrics.js';
-import { summarizeOutbox } from '../db/index.js';
+import {
+  HISTOGRAM_BUCKETS,
+  meterMetrics,
+  type ConsumerMetrics,
+  type RetentionSample,
+  type StoreSample,
+} from '../activities/metrics.js';
+import { lastMaintenanceRun, summarizeOutbox, tableSizes } from '../db/index.js';
 
 /** The longest a readiness check or the store sample may take before it counts as failed. */
 const CHECK_TIMEOUT_MS = 2_000;
@@ -205,6 +211,12 @@ export async function sampleStore(pool: pg.Pool): Promise<StoreSample> {
   };
 }
 
+/** The consumer tables' sizes and the last maintenance run, from the catalogue and maintenance_runs (no scans). */
+export async function sampleRetention(pool: pg.Pool): Promise<RetentionSample> {
+  const [tables, lastRun] = await Promise.all([tableSizes(pool), lastMaintenanceRun(pool)]);
+  return { tables, lastRun };
+}
+
 /** A loopback port free right now, for Core's exporter (which cannot report the port it picked itself). */
 export async function freeLoopbackPort(): Promise<number> {
   const probe = createServer();
@@ -285,7 +297,10 @@ export async function startWorkerTelemetry(options: {
         worker: current ? () => Promise.resolve(current.polling()) : notStarted,
       };
     },
-    beforeScrape: async () => metrics.storeSampled(await sampleStore(options.pool)),
+    beforeScrape: async () => {
+      metrics.storeSampled(await sampleStore(options.pool));
+      metrics.retentionSampled(await sampleRetention(options.pool));
+    },
     ...(options.onError ? { onError: options.onError } : {}),
   });
   return {

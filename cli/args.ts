@@ -92,6 +92,7 @@ export type CliCommand =
       phase: (typeof LIST_PHASES)[number] | undefined;
       json: boolean;
     }
+  | { command: 'maintenance'; actor: string; json: boolean }
   | { command: 'sim'; args: string[] }
   | {
       command: 'backfill';
@@ -368,6 +369,16 @@ export const COMMANDS: { readonly [N in CommandName]: N extends 'sim' ? CommandH
       json: v.json === true,
     }),
   },
+  maintenance: {
+    summary:
+      'run maintenance now (maintenanceWorkflow on a worker): remove receipts below retention floors, old alerts and revisions',
+    usage: 'maintenance [--actor NAME] [--json]',
+    flags: [
+      { name: 'actor', arg: 'NAME', help: `who asks (shown in the workflow's Current Details; ${ACTOR_DEFAULT})` },
+      { name: 'json', help: 'print the report as one JSON object' },
+    ],
+    read: (v, actorOf) => ({ command: 'maintenance', actor: actorOf(v), json: v.json === true }),
+  },
   backfill: {
     summary: 'page a consumer through the history source into the database: backfillWorkflow on a worker (or --direct)',
     usage:
@@ -506,6 +517,7 @@ export function generalHelp(): string {
     '',
     'Every command takes --help. Connection settings come from the environment:',
     '  TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default "default"), TASK_QUEUE, DATABASE_URL (status).',
+    "  maintenance runs on a worker of TASK_QUEUE, with that worker's retention settings.",
     '  backfill-status and alerts read the database only: DATABASE_URL.',
     "  backfill --direct reads the worker's: DATABASE_URL, WHALEHUNT_URL, WHALEHUNT_API_KEY, PAGE_STREAM, PAGE_LIMIT,",
     '  PAGE_CHUNK_SIZE; backfill without it needs Temporal and a worker (which reads them).',

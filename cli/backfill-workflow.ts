@@ -26,6 +26,7 @@ import {
   type TemporalSession,
 } from './consumers.js';
 import { CliError } from './errors.js';
+import { retentionRows, retentionView, type RetentionView } from './retention.js';
 
 export interface BackfillWorkflowIo {
   out(text: string): void;
@@ -138,9 +139,11 @@ export async function showBackfillWorkflowStatus(
   }
   let database: PageProgress | null = null;
   let databaseError: string | null = null;
+  let retention: RetentionView | null = null;
   if (pool) {
     try {
       database = await loadPageProgress(pool, consumerId);
+      retention = await retentionView(pool);
     } catch (error) {
       databaseError = error instanceof Error ? error.message : String(error);
     }
@@ -159,6 +162,7 @@ export async function showBackfillWorkflowStatus(
     statusError,
     database,
     databaseError,
+    retention,
   };
   if (json) {
     io.out(JSON.stringify(summary, null, 2));
@@ -205,6 +209,7 @@ export async function showBackfillWorkflowStatus(
     }
     if (status.lastError) rows.push(['last error', status.lastError]);
   }
+  if (retention) rows.push(...retentionRows(retention));
   const width = Math.max(...rows.map(([label]) => label.length));
   io.out([`consumer ${consumerId}`, ...rows.map(([label, value]) => `  ${label.padEnd(width)}  ${value}`)].join('\n'));
 }

@@ -29,6 +29,7 @@ import {
 } from '../workflows/definitions.js';
 import type { CliConfig } from './config.js';
 import { CliError } from './errors.js';
+import { retentionView, type RetentionView } from './retention.js';
 import { attemptHint, noAnswerHint, type Attempt, type Poller } from './worker-hint.js';
 
 export const STREAM_ACTIVITY = 'consumeStream';
@@ -229,6 +230,8 @@ export interface ConsumerReport {
   /** null when DATABASE_URL is not set, or the consumer never took a lease. */
   database: ConsumerSummary | null;
   databaseError: string | null;
+  /** The consumer tables' sizes and the last maintenance run; null when DATABASE_URL is not set or it failed. */
+  retention: RetentionView | null;
 }
 
 /** Everything `status` shows. Unknown only when neither Temporal nor the database knows the consumer. */
@@ -246,9 +249,11 @@ export async function consumerReport(
 
   let database: ConsumerSummary | null = null;
   let databaseError: string | null = null;
+  let retention: RetentionView | null = null;
   if (pool) {
     try {
       database = await consumerSummary(pool, consumerId);
+      retention = await retentionView(pool);
     } catch (error) {
       databaseError = error instanceof Error ? error.message : String(error);
     }
@@ -289,6 +294,7 @@ export async function consumerReport(
     workerHint: workflow ? attemptHint(pendingAttempt(workflow.description), Date.now()) : null,
     database,
     databaseError,
+    retention,
   };
 }
 

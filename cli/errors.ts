@@ -12,6 +12,7 @@ export type CliErrorCode =
   | 'schedule_exists'
   | 'unknown_schedule'
   | 'backfill_failed'
+  | 'maintenance_failed'
   | 'nothing_matched';
 
 export class CliError extends Error {

@@ -4,6 +4,7 @@ import type { OutboxRow, OutboxState } from '../db/index.js';
 import { formatAge, formatAlerts, formatCount, formatProgress, formatTime } from '../protocol/progress.js';
 import type { AlertState } from './args.js';
 import { consumerProgress, totalCounters, type ConsumerReport } from './consumers.js';
+import { retentionRows } from './retention.js';
 
 const dash = '-';
 const show = (value: string | number | null | undefined): string =>
@@ -54,6 +55,7 @@ export function formatStatus(report: ConsumerReport, nowMs: number): string {
     if (db.state.abandoned) rows.push(['abandoned', 'yes']);
     const d = db.lastDecision;
     rows.push(['last decision', d ? `${d.kind} ${d.decision} by ${d.actor} at ${d.decidedAt}: ${d.reason}` : 'none']);
+    if (report.retention) rows.push(...retentionRows(report.retention));
   } else {
     rows.push([
       'database',

@@ -21,6 +21,7 @@ import {
   type CommandIo,
 } from './commands.js';
 import { runBackfillWorkflow } from './backfill-workflow.js';
+import { runMaintenanceNow } from './maintenance.js';
 import { defaultActor, loadCliConfig } from './config.js';
 import { connectTemporal } from './consumers.js';
 import { CliError } from './errors.js';
@@ -131,6 +132,9 @@ async function execute(command: CliCommand, env: NodeJS.ProcessEnv, io: CliIo): 
         break;
       case 'list':
         await listConsumers(session, command, io);
+        break;
+      case 'maintenance':
+        await runMaintenanceNow(session, command, io);
         break;
     }
     return EXIT_OK;

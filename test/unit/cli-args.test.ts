@@ -323,6 +323,22 @@ describe('parseCommand', () => {
     expect(generalHelp()).toContain('resolve-quarantine');
   });
 
+  it('parses maintenance: the actor (default the OS user) and --json', () => {
+    expect(parseCommand(['maintenance'], { actor: 'osuser' })).toEqual({
+      command: 'maintenance',
+      actor: 'osuser',
+      json: false,
+    });
+    expect(parseCommand(['maintenance', '--actor', 'ops', '--json'], { actor: 'osuser' })).toEqual({
+      command: 'maintenance',
+      actor: 'ops',
+      json: true,
+    });
+    expect(usageError(['maintenance', '--consumer', 'c1']).message).toMatch(
+      /^maintenance: Unknown option '--consumer'/,
+    );
+  });
+
   it('parses backfill and backfill-status; usage errors name the option', () => {
     expect(
       parseCommand(['backfill', '--consumer', 'b1', '--filter', '{"kinds":["trade"]}', '--direct', '--max-pages', '3']),

@@ -78,6 +78,23 @@ function report(overrides: Partial<ConsumerReport> = {}): ConsumerReport {
       },
     },
     databaseError: null,
+    retention: {
+      tables: [
+        { table: 'event_receipts', rows: 5000, tableBytes: 3 * 1024 * 1024, indexBytes: 1024 * 1024 },
+        { table: 'executions', rows: 1234, tableBytes: 512 * 1024, indexBytes: 64 * 1024 },
+        { table: 'checkpoints', rows: 1, tableBytes: 8192, indexBytes: 16384 },
+      ],
+      lastRun: {
+        id: 7,
+        startedAt: '2026-01-01T00:00:00.000Z',
+        finishedAt: '2026-01-01T00:00:02.000Z',
+        status: 'succeeded',
+        receiptsDeleted: 4200,
+        outboxDeleted: 3,
+        revisionsDeleted: 0,
+        error: null,
+      },
+    },
     ...overrides,
   };
 }
@@ -167,6 +184,16 @@ describe('status rendering', () => {
     });
     expect(totalCounters(signalled)).toMatchObject({ sessions: 4, acksSent: 17 });
     expect(formatStatus(streaming, now)).toMatch(/counters\s+sessions 3 {3}checkpoints 15 {3}applied 70/);
+  });
+
+  it('shows the last maintenance run and the consumer tables, largest first, from the database', () => {
+    const text = formatStatus(report(), now);
+    expect(text).toMatch(
+      /maintenance\s+succeeded 2026-01-01T00:00:02.000Z: removed 4,200 receipts, 3 outbox rows, 0 revisions\n/,
+    );
+    expect(text).toMatch(/tables\s+event_receipts 4.0 MB, executions 576.0 kB, checkpoints 24.0 kB \(with indexes\)/);
+    const never = formatStatus(report({ retention: { tables: [], lastRun: null } }), now);
+    expect(never).toMatch(/maintenance\s+none yet \(whalehunt-consumer maintenance runs one now\)/);
   });
 
   it('says what it could not see: an unanswered query, no database', () => {

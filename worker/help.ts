@@ -52,6 +52,12 @@ Stream and processing:
   METRICS_HOST               address the endpoint binds (default 0.0.0.0)
   WORKFLOW_BUNDLE_PATH       a prebuilt workflow bundle (default: bundle workflows/index.ts at start)
 
+Maintenance (retention):
+  MAINTENANCE_EVERY          the maintenance Schedule created at start if missing (default 1h; e.g. 30m, 1d;
+                             off: none); an existing schedule is left as it is
+  OUTBOX_RETENTION_DAYS      finished whale alerts are removed after this many days (default 30; off: kept)
+  REVISION_RETENTION_DAYS    superseded execution revisions are removed after this many days (default off: kept)
+
 SIGINT/SIGTERM shut down gracefully: leases stop at their next checkpoint boundary.
 Exit codes: 0 stopped, 1 failed, 2 invalid configuration.
 `;

@@ -74,6 +74,45 @@ describe('LOG_FORMAT and METRICS_PORT', () => {
   });
 });
 
+describe('MAINTENANCE_EVERY, OUTBOX_RETENTION_DAYS and REVISION_RETENTION_DAYS', () => {
+  it('default to an hourly schedule, alerts kept 30 days and every revision kept', () => {
+    const config = loadConfig(base);
+    expect(config.maintenance).toEqual({ every: '1h' });
+    expect(config.retention).toMatchObject({ outboxDays: 30, revisionDays: null });
+  });
+
+  it('parse an interval or off, and days or off', () => {
+    const config = loadConfig({
+      ...base,
+      MAINTENANCE_EVERY: '30m',
+      OUTBOX_RETENTION_DAYS: 'OFF',
+      REVISION_RETENTION_DAYS: '90',
+    });
+    expect(config.maintenance).toEqual({ every: '30m' });
+    expect(config.retention).toMatchObject({ outboxDays: null, revisionDays: 90 });
+    expect(loadConfig({ ...base, MAINTENANCE_EVERY: 'off' }).maintenance).toBeNull();
+    expect(loadConfig({ ...base, MAINTENANCE_EVERY: '1d' }).maintenance).toEqual({ every: '1d' });
+  });
+
+  it('name each invalid variable', () => {
+    let error: unknown;
+    try {
+      loadConfig({ ...base, MAINTENANCE_EVERY: '0h', OUTBOX_RETENTION_DAYS: '0', REVISION_RETENTION_DAYS: '2w' });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).problems).toEqual([
+      { variable: 'MAINTENANCE_EVERY', problem: 'must be above 0, or off' },
+      { variable: 'OUTBOX_RETENTION_DAYS', problem: 'must be at least 1 day, or off' },
+      { variable: 'REVISION_RETENTION_DAYS', problem: 'must be a number of days (at least 1) or off' },
+    ]);
+    expect(() => loadConfig({ ...base, MAINTENANCE_EVERY: '90' })).toThrow(
+      'MAINTENANCE_EVERY: must be an interval such as 30m, 1h or 1d, or off',
+    );
+  });
+});
+
 describe('pretty log lines', () => {
   it('read as time, level, message and key=value fields, with secrets redacted', () => {
     const lines: string[] = [];

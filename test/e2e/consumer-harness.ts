@@ -75,7 +75,8 @@ export interface ConsumerStack {
 
 /**
  * A test worker's environment (in-process through loadConfig, or a child process's env): the file's database,
- * the run's Temporal server, the stream and its key, with heartbeats and reconnects short enough for tests.
+ * the run's Temporal server, the stream and its key, with heartbeats and reconnects short enough for tests, and no
+ * maintenance schedule.
  */
 export function testWorkerEnv(target: {
   databaseUrl: string;
@@ -93,6 +94,8 @@ export function testWorkerEnv(target: {
     HEARTBEAT_MS: '200',
     RECONNECT_INITIAL_MS: '50',
     RECONNECT_MAX_MS: '200',
+    // A worker process would create an hourly maintenance schedule of its task queue: only the tests of it want one.
+    MAINTENANCE_EVERY: 'off',
   };
 }
 

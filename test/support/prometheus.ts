@@ -45,7 +45,7 @@ export function queriedMetricNames(text: string): string[] {
 
 /**
  * Consumer metrics with no series until their event happens (a reconnect, a decision, a held quarantine record,
- * an alert sent, failed or suppressed), so a scrape of a clean run lacks them; dashboards and rules may still
+ * an alert sent, failed or suppressed, a maintenance run), so a scrape of a clean run lacks them; dashboards and rules may still
  * query them. Named as scraped: a histogram by its `_bucket`, `_sum` and `_count` series.
  */
 export const EVENT_ONLY_METRICS = [
@@ -59,4 +59,8 @@ export const EVENT_ONLY_METRICS = [
   'whalehunt_alert_delay_seconds_bucket',
   'whalehunt_alert_delay_seconds_sum',
   'whalehunt_alert_delay_seconds_count',
+  // After the first maintenance run (the table sizes are there from the first scrape).
+  'whalehunt_maintenance_last_run_end_timestamp_seconds',
+  'whalehunt_maintenance_last_run_status',
+  'whalehunt_maintenance_rows_removed_total',
 ];

@@ -45,8 +45,8 @@ export function queriedMetricNames(text: string): string[] {
 
 /**
  * Consumer metrics with no series until their event happens (a reconnect, a decision, a held quarantine record,
- * an alert sent, failed or suppressed, a maintenance run), so a scrape of a clean run lacks them; dashboards and rules may still
- * query them. Named as scraped: a histogram by its `_bucket`, `_sum` and `_count` series.
+ * an alert sent, failed or suppressed, a maintenance run), so a scrape of a clean run lacks them; dashboards and
+ * rules may still query them. Named as scraped: a histogram by its `_bucket`, `_sum` and `_count` series.
  */
 export const EVENT_ONLY_METRICS = [
   'whalehunt_reconnects_total',

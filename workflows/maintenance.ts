@@ -49,8 +49,12 @@ export async function maintenanceWorkflow(input: MaintenanceWorkflowInput): Prom
     // An activity's failure names the activity; its cause says what went wrong.
     const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
     const message = cause instanceof Error ? cause.message : String(cause);
-    const attempts = `after ${MAINTENANCE_ACTIVITY.retry.maximumAttempts} attempts at most`;
-    publish('failed', ['', `Failed ${attempts} (workflow ${workflowInfo().workflowId}): ${message}`]);
+    publish('failed', [
+      '',
+      `Failed (workflow ${workflowInfo().workflowId}): ${message}`,
+      '',
+      'The next run goes on from where this one stopped.',
+    ]);
     throw error;
   }
 }

@@ -6,6 +6,7 @@
 // from its floor) and apply nothing twice: the execution revisions, which maintenance never removes, recognise them.
 // A second test checks the schedule a worker process creates as it starts, a triggered run, and the metrics.
 import type { WorkflowHandle } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
 import type { MaintenanceReport } from '../../db/index.js';
 import { addDecimal, formatDecimal, notional, parseDecimal, type Decimal } from '../../protocol/decimal.js';
@@ -369,6 +370,35 @@ describe('maintenance on the real stack', () => {
     await res.close(worker.child);
     await res.close(testClient);
     await res.close(server);
+  });
+
+  it('a run that fails says so: phase failed, the cause in Current Details and in the CLI (exit 1)', async () => {
+    const journal = journalOf(HISTORY);
+    const overrideActivities = () => ({
+      runMaintenance: () =>
+        Promise.reject(ApplicationFailure.create({ type: 'StorageFailure', message: 'disk full', nonRetryable: true })),
+    });
+    await withConsumerStack(res, db, { journal, overrideActivities }, async (stack) => {
+      const ran = await runCli(
+        {
+          TEMPORAL_ADDRESS: temporalTarget().address,
+          TEMPORAL_NAMESPACE: temporalTarget().namespace,
+          TASK_QUEUE: stack.taskQueue,
+        },
+        'maintenance',
+      );
+      expect(ran.code).toBe(1);
+      const [, workflowId] = /^maintenance workflow (\S+) started/.exec(ran.stdout) ?? [];
+      expect(ran.stderr).toContain(
+        `error (maintenance_failed): maintenance workflow ${workflowId} failed: disk full (the next run goes on from where it stopped)`,
+      );
+      const run = stack.client.workflow.getHandle(workflowId!);
+      stack.track(run);
+      expect((await run.describe()).typedSearchAttributes.get(phaseSearchAttribute)).toBe('failed');
+      const details = await currentDetails(run);
+      expect(details).toContain('## Maintenance: failed');
+      expect(details).toContain(`(workflow ${workflowId!}): disk full`);
+    });
   });
 
   it('replays every recorded history without nondeterminism and no history holds the API key', async () => {

@@ -168,7 +168,7 @@ export async function withAnswerTimeout<T>(
 const WORKFLOW_TASK_QUEUE_TYPE = 1;
 
 /** The workers Temporal lists as polling the task queue for workflow tasks; null when it cannot say. */
-async function workflowPollers(session: TemporalSession): Promise<Poller[] | null> {
+export async function workflowPollers(session: TemporalSession): Promise<Poller[] | null> {
   try {
     const { pollers } = await session.client.workflowService.describeTaskQueue({
       namespace: session.config.temporal.namespace,

@@ -12,14 +12,15 @@ import {
   phaseSearchAttribute,
 } from '../workflows/definitions.js';
 import type { CliCommand } from './args.js';
-import type { TemporalSession } from './consumers.js';
+import { ANSWER_TIMEOUT_MS, workflowPollers, type TemporalSession } from './consumers.js';
 import { CliError } from './errors.js';
+import { noAnswerHint } from './worker-hint.js';
 
 /** Starts maintenanceWorkflow under a fresh id, waits for it and prints its report. */
 export async function runMaintenanceNow(
   session: TemporalSession,
   cmd: Extract<CliCommand, { command: 'maintenance' }>,
-  io: { out(text: string): void },
+  io: { out(text: string): void; err(text: string): void },
 ): Promise<void> {
   const workflowId = `${MAINTENANCE_WORKFLOW_ID_PREFIX}cli-${randomUUID()}`;
   const handle = await session.client.workflow.start<typeof maintenanceWorkflow>('maintenanceWorkflow', {
@@ -32,6 +33,15 @@ export async function runMaintenanceNow(
     ],
   });
   if (!cmd.json) io.out(`maintenance workflow ${workflowId} started on task queue ${session.config.taskQueue}`);
+  // A run waits for a worker of the task queue: say so when none polls, rather than wait in silence.
+  const hint = setTimeout(() => {
+    void workflowPollers(session).then((pollers) => {
+      if (pollers?.length === 0)
+        io.err(
+          `still waiting: ${noAnswerHint({ taskQueue: session.config.taskQueue, pollers, attempt: null, nowMs: Date.now() })}`,
+        );
+    });
+  }, ANSWER_TIMEOUT_MS);
   let report: MaintenanceReport;
   try {
     report = await handle.result();
@@ -45,6 +55,8 @@ export async function runMaintenanceNow(
       `maintenance workflow ${workflowId} failed: ${cause.message} (the next run goes on from where it stopped)`,
       { cause: error },
     );
+  } finally {
+    clearTimeout(hint);
   }
   io.out(cmd.json ? JSON.stringify({ workflowId, ...report }, null, 2) : formatMaintenanceReport(report));
 }

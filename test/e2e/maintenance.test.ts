@@ -5,6 +5,10 @@
 // events whose receipts are gone come back (a redelivery in the same history, a rebuilt history the operator replays
 // from its floor) and apply nothing twice: the execution revisions, which maintenance never removes, recognise them.
 // A second test checks the schedule a worker process creates as it starts, a triggered run, and the metrics.
+import { spawn } from 'node:child_process';
+import { dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import type { WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
@@ -47,6 +51,7 @@ import {
 import { expectReplayable } from './replay-check.js';
 
 const db = useTestDatabase();
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
 /** Positions 1..12: trades, corrections and whales (a notional of 10 or more) on two markets. */
 const HISTORY: NewTransition[] = [
@@ -399,6 +404,35 @@ describe('maintenance on the real stack', () => {
       expect(details).toContain('## Maintenance: failed');
       expect(details).toContain(`(workflow ${workflowId!}): disk full`);
     });
+  });
+
+  it('with no worker on its task queue, `maintenance` says so while it waits', async () => {
+    const testClient = res.track(await createTestClient());
+    const taskQueue = uniqueTaskQueue('maintenance-nobody');
+    const child = spawn(process.execPath, [join(repoRoot, 'dist/cli/main.js'), 'maintenance'], {
+      cwd: repoRoot,
+      env: {
+        ...process.env,
+        TEMPORAL_ADDRESS: temporalTarget().address,
+        TEMPORAL_NAMESPACE: temporalTarget().namespace,
+        TASK_QUEUE: taskQueue,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    res.track(child, (c) => stopChildProcess(c), 'maintenance CLI');
+    const out: string[] = [];
+    const err: string[] = [];
+    createInterface({ input: child.stdout }).on('line', (line) => out.push(line));
+    createInterface({ input: child.stderr }).on('line', (line) => err.push(line));
+    const hint = await waitFor(() => Promise.resolve(err.find((line) => line.startsWith('still waiting: '))), {
+      description: "the CLI's hint",
+      timeoutMs: 30_000,
+    });
+    expect(hint).toBe(`still waiting: no worker polls task queue ${taskQueue}; start one (npm run worker)`);
+    const [, workflowId] = /^maintenance workflow (\S+) started/.exec(out[0] ?? '') ?? [];
+    await testClient.client.workflow.getHandle(workflowId!).terminate('test finished');
+    await res.close(child);
+    await res.close(testClient);
   });
 
   it('replays every recorded history without nondeterminism and no history holds the API key', async () => {

@@ -371,11 +371,23 @@ async function consumePagesRun(
  * The runMaintenance activity: db runMaintenance with the worker's policy, heartbeating its progress after every
  * removal statement and on a timer (a long statement still heartbeats), so a lost worker is noticed and a
  * cancellation stops it between statements. A retry simply runs again: a run removes only what is still there.
+ * The removed rows are counted as they go (whalehunt_maintenance_rows_removed_total).
  */
 async function maintenanceRun(deps: ActivityDeps, metrics: ConsumerMetrics): Promise<MaintenanceReport> {
   const ctx = Context.current();
   let last: MaintenanceProgress | null = null;
   const heartbeat = (): void => ctx.heartbeat(last);
+  // Counted as removed, statement by statement: a run that fails later has still removed them.
+  const counted = { receiptsDeleted: 0, outboxDeleted: 0, revisionsDeleted: 0 };
+  const count = ({ receiptsDeleted, outboxDeleted, revisionsDeleted }: typeof counted): void => {
+    metrics.rowsRemoved({
+      receiptsDeleted: receiptsDeleted - counted.receiptsDeleted,
+      outboxDeleted: outboxDeleted - counted.outboxDeleted,
+      revisionsDeleted: revisionsDeleted - counted.revisionsDeleted,
+    });
+    Object.assign(counted, { receiptsDeleted, outboxDeleted, revisionsDeleted });
+  };
+  count(counted);
   const timer = setInterval(heartbeat, deps.config.stream.heartbeatEveryMs);
   heartbeat();
   try {
@@ -384,13 +396,13 @@ async function maintenanceRun(deps: ActivityDeps, metrics: ConsumerMetrics): Pro
         runMaintenance(deps.pool, deps.config.retention, {
           onProgress: (progress) => {
             last = progress;
+            count(progress);
             heartbeat();
           },
           signal: ctx.cancellationSignal,
         }),
       deps.config.stream.apiKey,
     );
-    metrics.maintenanceRan(report);
     deps.log.info('maintenance run', {
       runId: report.runId,
       receiptsDeleted: report.receiptsDeleted,

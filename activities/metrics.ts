@@ -70,8 +70,8 @@ export interface ConsumerMetrics {
   decisionRecorded(consumerId: string, kind: DecisionKind, decision: string): void;
   storeSampled(sample: StoreSample): void;
   retentionSampled(sample: RetentionSample): void;
-  /** A maintenance run of this process finished: the rows it removed. */
-  maintenanceRan(report: Pick<MaintenanceReport, 'receiptsDeleted' | 'outboxDeleted' | 'revisionsDeleted'>): void;
+  /** A maintenance run of this process removed rows (zero when it starts: the series exist from the first run). */
+  rowsRemoved(removed: Pick<MaintenanceReport, 'receiptsDeleted' | 'outboxDeleted' | 'revisionsDeleted'>): void;
   /** The outbox dispatcher POSTed an alert, `delaySeconds` after the commit that wrote it, and it was accepted. */
   alertSent(delaySeconds: number): void;
   /** An alert's POST failed; `dead`: it will not be tried again. */
@@ -223,7 +223,7 @@ export function meterMetrics(meter: MetricMeter): ConsumerMetrics {
       }
     },
     retentionSampled: retention.sampled,
-    maintenanceRan: retention.ran,
+    rowsRemoved: retention.removed,
     alertSent(delay) {
       alertsSent.add(1);
       alertDelay.record(delay);
@@ -239,7 +239,7 @@ export function meterMetrics(meter: MetricMeter): ConsumerMetrics {
 function retentionMetrics(
   counter: (name: string, description: string) => MetricCounter,
   gauge: (name: string, description: string) => MetricGauge,
-): { sampled: ConsumerMetrics['retentionSampled']; ran: ConsumerMetrics['maintenanceRan'] } {
+): { sampled: ConsumerMetrics['retentionSampled']; removed: ConsumerMetrics['rowsRemoved'] } {
   const n = METRIC_NAMES;
   const tableBytes = gauge(n.tableBytes, 'Bytes on disk of a consumer table, with its TOAST, without its indexes');
   const indexBytes = gauge(n.tableIndexBytes, "Bytes on disk of a consumer table's indexes");
@@ -258,10 +258,10 @@ function retentionMetrics(
       if (last.finishedAt !== null) lastEnd.set(Math.floor(Date.parse(last.finishedAt) / 1000));
       for (const status of MAINTENANCE_STATUSES) lastStatus.set(status === last.status ? 1 : 0, { status });
     },
-    ran(report) {
-      removed.add(report.receiptsDeleted, { table: 'event_receipts' });
-      removed.add(report.outboxDeleted, { table: 'outbox' });
-      removed.add(report.revisionsDeleted, { table: 'execution_revisions' });
+    removed(rows) {
+      removed.add(rows.receiptsDeleted, { table: 'event_receipts' });
+      removed.add(rows.outboxDeleted, { table: 'outbox' });
+      removed.add(rows.revisionsDeleted, { table: 'execution_revisions' });
     },
   };
 }
@@ -277,7 +277,7 @@ export const noMetrics: ConsumerMetrics = {
   decisionRecorded: () => undefined,
   storeSampled: () => undefined,
   retentionSampled: () => undefined,
-  maintenanceRan: () => undefined,
+  rowsRemoved: () => undefined,
   alertSent: () => undefined,
   alertFailed: () => undefined,
 };

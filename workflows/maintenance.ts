@@ -25,7 +25,10 @@ const MAINTENANCE_ACTIVITY = {
   retry: { initialInterval: '10s', backoffCoefficient: 2, maximumInterval: '5m', maximumAttempts: 5 },
 } as const;
 
-export async function maintenanceWorkflow(input: MaintenanceWorkflowInput): Promise<MaintenanceReport> {
+/** `input` may be left out (a run started by hand from the UI). */
+export async function maintenanceWorkflow(
+  input: MaintenanceWorkflowInput = { requestedBy: 'someone unnamed (no input)' },
+): Promise<MaintenanceReport> {
   const { runMaintenance } = proxyActivities<Activities>(MAINTENANCE_ACTIVITY);
   const startedAt = new Date(Date.now()).toISOString();
   const publish = (phase: MaintenancePhase, body: string[]): void => {

@@ -348,13 +348,24 @@ describe('maintenance on the real stack', () => {
       ).toEqual({ schedule: 'exists', scheduleId });
       await res.close(second.child);
 
+      // Alerts sent 40 and 5 days ago: the worker's OUTBOX_RETENTION_DAYS (30 by default) removes the first only.
+      await db.pool.query(
+        `INSERT INTO outbox (consumer_id, idempotency_key, event_id, action, payload, status, attempts,
+                             created_at, updated_at, completed_at)
+         SELECT 'maint-old', 'whale_alert:' || e, e, 'whale_alert', '{}', 'done', 1, t, t, t
+           FROM (VALUES ('ev-sent-40d', now() - interval '40 days'), ('ev-sent-5d', now() - interval '5 days')) AS v(e, t)`,
+      );
       await schedule.trigger();
       const started = await waitFor(async () => (await schedule.describe()).info.recentActions[0], {
         description: 'the triggered run',
       });
       const run = testClient.client.workflow.getHandle(started.action.workflow.workflowId);
       const report = (await run.result()) as MaintenanceReport;
-      expect(report.receiptsDeleted).toBe(0);
+      expect(report).toMatchObject({ receiptsDeleted: 0, outboxDeleted: 1, revisionsDeleted: 0 });
+      const alerts = await db.pool.query<{ event_id: string }>(
+        `SELECT event_id FROM outbox WHERE consumer_id = 'maint-old'`,
+      );
+      expect(alerts.rows).toEqual([{ event_id: 'ev-sent-5d' }]);
       expect((await run.describe()).typedSearchAttributes.get(phaseSearchAttribute)).toBe('maintained');
       expect(await currentDetails(run)).toContain(`Requested by schedule ${scheduleId}`);
 
@@ -366,7 +377,8 @@ describe('maintenance on the real stack', () => {
       expect(sampleValue(samples, 'whalehunt_maintenance_last_run_status', { status: 'failed' })).toBe(0);
       const end = sampleValue(samples, 'whalehunt_maintenance_last_run_end_timestamp_seconds', {});
       expect(end).toBe(Math.floor(Date.parse(report.finishedAt) / 1000));
-      expect(sampleValue(samples, 'whalehunt_maintenance_rows_removed_total', { table: 'event_receipts' })).toBe(0);
+      const removed = (table: string) => sampleValue(samples, 'whalehunt_maintenance_rows_removed_total', { table });
+      expect([removed('event_receipts'), removed('outbox'), removed('execution_revisions')]).toEqual([0, 1, 0]);
     } finally {
       await schedule.delete();
     }

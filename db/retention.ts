@@ -141,15 +141,15 @@ export async function runMaintenance(
   options: MaintenanceOptions = {},
 ): Promise<MaintenanceReport> {
   const client = await connectBounded(pool, policy);
-  const started = await client.query<{ id: string; started_at: Date }>(
-    `INSERT INTO maintenance_runs DEFAULT VALUES RETURNING id, started_at`,
-  );
-  const runId = Number(started.rows[0]?.id);
   const totals: MaintenanceProgress = { stage: 'receipts', receiptsDeleted: 0, outboxDeleted: 0, revisionsDeleted: 0 };
   const consumers: ConsumerPruning[] = [];
+  let runId: number | null = null;
   try {
-    // Ranges filled since autovacuum last passed are read by every scan of the BRIN index until summarised.
-    await client.query(`SELECT brin_summarize_new_values('event_receipts_position_brin')`);
+    const started = await client.query<{ id: string; started_at: Date }>(
+      `INSERT INTO maintenance_runs DEFAULT VALUES RETURNING id, started_at`,
+    );
+    runId = Number(started.rows[0]?.id);
+    await summarizeNewRanges(client, policy);
     for (const floor of await loadFloors(client)) {
       consumers.push(await pruneReceipts(client, floor, policy, totals, options));
     }
@@ -171,7 +171,9 @@ export async function runMaintenance(
       consumers,
     };
   } catch (error) {
-    const failure = toStorageFailure('runMaintenance', undefined, error);
+    // A run stopped on purpose (the worker shutting down) says so; anything else is the database's failure.
+    const failure = options.signal?.aborted ? error : toStorageFailure('runMaintenance', undefined, error);
+    if (runId === null) throw failure;
     await client
       .query(
         `UPDATE maintenance_runs SET status = 'failed', finished_at = now(), receipts_deleted = $2,
@@ -182,7 +184,7 @@ export async function runMaintenance(
           totals.outboxDeleted,
           totals.revisionsDeleted,
           JSON.stringify(consumers),
-          failure.message,
+          failure instanceof Error ? failure.message : String(failure),
         ],
       )
       .catch(() => undefined);
@@ -250,6 +252,24 @@ export async function tableSizes(pool: pg.Pool): Promise<TableSize[]> {
     throw toStorageFailure('tableSizes', undefined, error);
   }
 }
+
+/**
+ * Summarises the BRIN ranges filled since autovacuum last did: an unsummarised range is read by every removal's scan.
+ * It takes only a lock autovacuum also takes (no commit waits on it), so it gets a bound of its own; when
+ * autovacuum holds that lock it is doing the same work, and the run goes on without it.
+ */
+async function summarizeNewRanges(client: pg.PoolClient, policy: RetentionPolicy): Promise<void> {
+  await client.query(`SELECT set_config('statement_timeout', $1, false)`, [String(SUMMARIZE_TIMEOUT_MS)]);
+  try {
+    await client.query(`SELECT brin_summarize_new_values('event_receipts_position_brin')`);
+  } catch (error) {
+    if ((error as { code?: unknown } | null)?.code !== SQLSTATE.lockNotAvailable) throw error;
+  } finally {
+    await client.query(`SELECT set_config('statement_timeout', $1, false)`, [String(policy.statementTimeoutMs)]);
+  }
+}
+
+const SUMMARIZE_TIMEOUT_MS = 5 * 60_000;
 
 async function connectBounded(pool: pg.Pool, policy: RetentionPolicy): Promise<pg.PoolClient> {
   const client = await pool.connect().catch((error: unknown) => {

@@ -343,37 +343,36 @@ async function pruneReceipts(
   };
   if (floor.boundHistoryId !== floor.historyId) return { ...result, skipped: 'history_not_bound' };
   if (floor.prunedBelow >= floor.floor) return { ...result, skipped: 'nothing_below_floor' };
-  let from = floor.prunedBelow;
-  let width = policy.batchRows;
-  while (from < floor.floor) {
-    options.signal?.throwIfAborted();
-    const to = Math.min(from + width, floor.floor);
-    const deleted = await boundedStatement(
-      () =>
-        client.query<{ deleted: number }>(
-          `WITH gone AS (
-             DELETE FROM event_receipts
-              WHERE consumer_id = $1 AND position >= $2 AND position < $3 AND outcome <> 'quarantined'
-             RETURNING 1
-           ), moved AS (
-             UPDATE retention_floors SET pruned_below = $3
-              WHERE consumer_id = $1 AND history_id = $4 AND pruned_below < $3
-           )
-           SELECT count(*)::int AS deleted FROM gone`,
-          [floor.consumerId, from, to, floor.historyId],
-        ),
-      () => (width = Math.max(1, Math.floor(width / 2))),
-    );
-    if (deleted === null) continue;
-    const count = deleted.rows[0]?.deleted ?? 0;
-    result.receiptsDeleted += count;
-    totals.receiptsDeleted += count;
-    result.prunedBelow = to;
-    from = to;
+  await removeInWindows({
+    from: floor.prunedBelow,
+    end: floor.floor,
+    width: policy.batchRows,
+    signal: options.signal,
+    remove: async (from, to) => {
+      const res = await client.query<{ deleted: number }>(
+        `WITH gone AS (
+           DELETE FROM event_receipts
+            WHERE consumer_id = $1 AND position >= $2 AND position < $3 AND outcome <> 'quarantined'
+           RETURNING 1
+         ), moved AS (
+           UPDATE retention_floors SET pruned_below = $3
+            WHERE consumer_id = $1 AND history_id = $4 AND pruned_below < $3
+         )
+         SELECT count(*)::int AS deleted FROM gone`,
+        [floor.consumerId, from, to, floor.historyId],
+      );
+      return { deleted: res.rows[0]?.deleted ?? 0 };
+    },
     // Positions are sparse for a filtered consumer: widen over empty stretches, narrow where rows are dense.
-    width = count === 0 ? width * 2 : Math.max(1, Math.round((width * policy.batchRows) / Math.max(count, 1)));
-    options.onProgress?.({ ...totals, stage: 'receipts', consumerId: floor.consumerId });
-  }
+    next: (width, deleted) =>
+      deleted === 0 ? width * 2 : Math.max(1, Math.round((width * policy.batchRows) / deleted)),
+    removed: (deleted, to) => {
+      result.receiptsDeleted += deleted;
+      totals.receiptsDeleted += deleted;
+      result.prunedBelow = to;
+      options.onProgress?.({ ...totals, stage: 'receipts', consumerId: floor.consumerId });
+    },
+  });
   return result;
 }
 
@@ -394,35 +393,32 @@ async function pruneOutbox(
   const first = bounds.rows[0]?.first;
   const last = bounds.rows[0]?.last;
   if (first == null || last == null) return;
-  let from = Number(first);
-  let width = policy.batchRows;
-  for (let younger = false; !younger && from <= Number(last);) {
-    options.signal?.throwIfAborted();
-    const to = from + width;
-    const deleted = await boundedStatement(
-      () =>
-        client.query<{ deleted: number; younger: boolean }>(
-          `WITH gone AS (
-             DELETE FROM outbox
-              WHERE id >= $1 AND id < $2 AND status IN ('done', 'suppressed', 'dropped')
-                AND COALESCE(completed_at, updated_at) < now() - make_interval(days => $3)
-             RETURNING 1
-           )
-           SELECT (SELECT count(*)::int FROM gone) AS deleted,
-                  EXISTS (SELECT 1 FROM outbox WHERE id >= $1 AND id < $2
-                             AND created_at >= now() - make_interval(days => $3)) AS younger`,
-          [from, to, days],
-        ),
-      () => (width = Math.max(1, Math.floor(width / 2))),
-    );
-    if (deleted === null) continue;
-    const count = deleted.rows[0]?.deleted ?? 0;
-    younger = deleted.rows[0]?.younger ?? false;
-    totals.outboxDeleted += count;
-    from = to;
-    if (count === 0) width *= 2;
-    options.onProgress?.({ ...totals, stage: 'outbox' });
-  }
+  await removeInWindows({
+    from: Number(first),
+    end: Number(last) + 1,
+    width: policy.batchRows,
+    signal: options.signal,
+    remove: async (from, to) => {
+      const res = await client.query<{ deleted: number; younger: boolean }>(
+        `WITH gone AS (
+           DELETE FROM outbox
+            WHERE id >= $1 AND id < $2 AND status IN ('done', 'suppressed', 'dropped')
+              AND COALESCE(completed_at, updated_at) < now() - make_interval(days => $3)
+           RETURNING 1
+         )
+         SELECT (SELECT count(*)::int FROM gone) AS deleted,
+                EXISTS (SELECT 1 FROM outbox WHERE id >= $1 AND id < $2
+                           AND created_at >= now() - make_interval(days => $3)) AS younger`,
+        [from, to, days],
+      );
+      return { deleted: res.rows[0]?.deleted ?? 0, stop: res.rows[0]?.younger ?? false };
+    },
+    next: (width, deleted) => (deleted === 0 ? width * 2 : width),
+    removed: (deleted) => {
+      totals.outboxDeleted += deleted;
+      options.onProgress?.({ ...totals, stage: 'outbox' });
+    },
+  });
 }
 
 /** Superseded revisions past their age, a window of table blocks at a time (a TID range scan; no index needed). */
@@ -436,46 +432,69 @@ async function pruneRevisions(
   const size = await client.query<{ blocks: string }>(
     `SELECT pg_relation_size('execution_revisions') / current_setting('block_size')::int AS blocks`,
   );
-  const blocks = Number(size.rows[0]?.blocks ?? 0);
-  // About 50 revision rows fit a block: a window of blocks holding roughly batchRows rows.
-  let width = Math.max(1, Math.round(policy.batchRows / 50));
-  let from = 0;
-  while (from < blocks) {
-    options.signal?.throwIfAborted();
-    const to = Math.min(from + width, blocks);
-    const deleted = await boundedStatement(
-      () =>
-        client.query<{ deleted: number }>(
-          `WITH gone AS (
-             DELETE FROM execution_revisions
-              WHERE ctid >= ('(' || $1::bigint || ',0)')::tid AND ctid < ('(' || $2::bigint || ',0)')::tid
-                AND created_at < now() - make_interval(days => $3)
-             RETURNING 1
-           )
-           SELECT count(*)::int AS deleted FROM gone`,
-          [from, to, days],
-        ),
-      () => (width = Math.max(1, Math.floor(width / 2))),
-    );
-    if (deleted === null) continue;
-    totals.revisionsDeleted += deleted.rows[0]?.deleted ?? 0;
-    from = to;
-    options.onProgress?.({ ...totals, stage: 'revisions' });
-  }
+  await removeInWindows({
+    from: 0,
+    end: Number(size.rows[0]?.blocks ?? 0),
+    // About 50 revision rows fit a block: a window of blocks holding roughly batchRows rows.
+    width: Math.max(1, Math.round(policy.batchRows / 50)),
+    signal: options.signal,
+    remove: async (from, to) => {
+      const res = await client.query<{ deleted: number }>(
+        `WITH gone AS (
+           DELETE FROM execution_revisions
+            WHERE ctid >= ('(' || $1::bigint || ',0)')::tid AND ctid < ('(' || $2::bigint || ',0)')::tid
+              AND created_at < now() - make_interval(days => $3)
+           RETURNING 1
+         )
+         SELECT count(*)::int AS deleted FROM gone`,
+        [from, to, days],
+      );
+      return { deleted: res.rows[0]?.deleted ?? 0 };
+    },
+    next: (width) => width,
+    removed: (deleted) => {
+      totals.revisionsDeleted += deleted;
+      options.onProgress?.({ ...totals, stage: 'revisions' });
+    },
+  });
+}
+
+interface Windows {
+  from: number;
+  /** The end of the range, exclusive. */
+  end: number;
+  width: number;
+  signal: AbortSignal | undefined;
+  /** Removes what qualifies in [from, to); `stop`: nothing past this window can qualify. */
+  remove(from: number, to: number): Promise<{ deleted: number; stop?: boolean }>;
+  /** The next window's width after one that removed `deleted` rows. */
+  next(width: number, deleted: number): number;
+  removed(deleted: number, to: number): void;
 }
 
 /**
- * Runs one removal statement. When it ran past its bound or waited too long for a lock (a busy server, a commit
- * holding a row it wants), `narrow` halves the window and null says "try again"; at a one-row window the failure
- * is the run's.
+ * Walks [from, end) one removal statement per window. A statement that ran past its bound or waited too long for a
+ * lock (a busy server, a row it wants held) is tried again on half the window; at a one-unit window the failure is
+ * the run's.
  */
-async function boundedStatement<T>(run: () => Promise<T>, narrow: () => number): Promise<T | null> {
-  try {
-    return await run();
-  } catch (error) {
-    const code = (error as { code?: unknown } | null)?.code;
-    const bounded = code === SQLSTATE.queryCanceled || code === SQLSTATE.lockNotAvailable;
-    if (bounded && narrow() > 1) return null;
-    throw error;
+async function removeInWindows(windows: Windows): Promise<void> {
+  let { from, width } = windows;
+  while (from < windows.end) {
+    windows.signal?.throwIfAborted();
+    const to = Math.min(from + width, windows.end);
+    let outcome: { deleted: number; stop?: boolean };
+    try {
+      outcome = await windows.remove(from, to);
+    } catch (error) {
+      const code = (error as { code?: unknown } | null)?.code;
+      const bounded = code === SQLSTATE.queryCanceled || code === SQLSTATE.lockNotAvailable;
+      if (!bounded || width === 1) throw error;
+      width = Math.max(1, Math.floor(width / 2));
+      continue;
+    }
+    windows.removed(outcome.deleted, to);
+    if (outcome.stop === true) return;
+    from = to;
+    width = windows.next(width, outcome.deleted);
   }
 }

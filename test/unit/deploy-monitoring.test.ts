@@ -25,7 +25,7 @@ interface Panel {
 
 describe('deploy/prometheus alert rules', () => {
   it('pass promtool check rules', () => {
-    expect(promtool(['check', 'rules', 'alerts.yml'])).toContain('SUCCESS: 7 rules found');
+    expect(promtool(['check', 'rules', 'alerts.yml'])).toContain('SUCCESS: 9 rules found');
   });
 
   it('pass their promtool unit tests (each alert fires when it should and not before)', () => {
@@ -35,7 +35,7 @@ describe('deploy/prometheus alert rules', () => {
       expect(tests, alert).toMatch(new RegExp(`alertname: ${alert}\\n[\\s\\S]*?exp_alerts:\\n +- exp_labels`));
   });
 
-  it('cover lag, decisions, quarantine, reconnects and dead, stuck or late whale alerts, on exported metrics', () => {
+  it('cover lag, decisions, quarantine, reconnects, dead, stuck or late whale alerts and maintenance, on exported metrics', () => {
     const rules = read('deploy/prometheus/alerts.yml');
     const covered = [
       'LagGrowing',
@@ -45,6 +45,8 @@ describe('deploy/prometheus alert rules', () => {
       'AlertsDead',
       'AlertsStuck',
       'AlertDelayHigh',
+      'MaintenanceFailed',
+      'MaintenanceStale',
     ];
     for (const alert of covered) expect(rules).toMatch(new RegExp(`alert: Whalehunt\\w*${alert}\\n`));
     expect(queriedMetricNames(rules).filter((name) => !exported.has(name))).toEqual([]);

@@ -13,6 +13,7 @@ import {
   recordGapDecision,
   RecentExecutions,
   StorageFailure,
+  consumerSummary,
 } from '../../db/index.js';
 import {
   addDecimal,
@@ -311,6 +312,8 @@ describe('commit path against the reference fold', () => {
           expect(state.executions).toEqual(reference.executions);
           expect(state.revisions).toEqual(reference.revisions);
           expect(state.volumes).toEqual(reference.volumes);
+          // status counts executions from their markets' counts, which corrections that move markets keep whole.
+          expect((await consumerSummary(db.pool, consumerId))?.executions).toBe(state.executions.length);
           // Every journal event has exactly one durable outcome.
           expect(state.receipts.map((r) => r.eventId).sort()).toEqual(journal.map((e) => e.eventId).sort());
           // One alert per qualifying applied revision, never repeated by replays.

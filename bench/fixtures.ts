@@ -166,10 +166,18 @@ const WHALE_EVERY = 10;
 /**
  * A stream of fresh checkpoints, the commit benches' workload: every event new, a realistic spread over markets,
  * exactly one in WHALE_EVERY a whale alert (notional >= 500 against the threshold of 450; every other event stays
- * below 0.97 × 400.25 ≈ 388).
+ * below 0.97 × 400.25 ≈ 388). By default the first checkpoint is the consumer's first (from_floor at position 1);
+ * `after` continues a saved checkpoint at that position instead, and `eventId` names the events (the age bench
+ * gives them the simulator's format, as the rows it loaded have).
  */
-export function freshCheckpoints(consumerId: string) {
-  let position = 0;
+export function freshCheckpoints(
+  consumerId: string,
+  {
+    after = 0,
+    eventId = (serial: number) => `ev-${serial}`,
+  }: { after?: number; eventId?: (serial: number) => string } = {},
+) {
+  let position = after;
   let serial = 0;
   return (size: number, fence: { leaseEpoch: number; version: number }): CheckpointPlan => {
     const events: StagedEvent[] = [];
@@ -184,7 +192,7 @@ export function freshCheckpoints(consumerId: string) {
           position,
           `ent-${serial}`,
           { market: `m-${serial % MARKETS}`, price, size },
-          { ordinal, eventId: `ev-${serial}` },
+          { ordinal, eventId: eventId(serial) },
         ),
       );
     }

@@ -25,6 +25,8 @@ export async function startSimulator(options: {
   liveRate?: number;
   /** Keep the whole journal generated once read (the benches that replay it several times). */
   keepJournal?: boolean;
+  /** A journal written by Journal.save, served instead of one generated from the seed. */
+  journalFile?: string;
 }): Promise<Simulator> {
   const child = spawn(
     process.execPath,
@@ -45,6 +47,7 @@ export async function startSimulator(options: {
       '--token-secret',
       'bench-stream-secret',
       ...(options.liveRate ? ['--live-rate', String(options.liveRate)] : []),
+      ...(options.journalFile ? ['--journal', options.journalFile] : []),
       ...(options.keepJournal
         ? ['--cached-runs', String(Math.ceil(options.transitions / DEFAULT_RUN_LENGTH) + 1)]
         : []),

@@ -1,9 +1,10 @@
 // One end-to-end streaming run of the stream bench, in a process of its own so that its CPU time and peak RSS
 // are the client's alone: consumeStream of the tree at BENCH_TARGET_ROOT replays the reference server's journal
-// from the floor to its cut into a fresh scratch database. BENCH_RUN_MODE=timed measures wall, CPU and commit
-// latency without disturbing the run; BENCH_RUN_MODE=heap is a separate, untimed pass that forces a full GC
-// every LIVE_HEAP_EVERY_MS and reports the largest live heap. The lines TIMED_START and TIMED_END mark the timed
-// window on stdout (the parent samples the server's and Postgres's CPU there). Prints one JSON line last.
+// from the floor to its cut into a fresh scratch database (or BENCH_DATABASE_URL's). BENCH_RUN_MODE=timed measures
+// wall, CPU and commit latency without disturbing the run; BENCH_RUN_MODE=heap is a separate, untimed pass that
+// forces a full GC every LIVE_HEAP_EVERY_MS and reports the largest live heap. The lines TIMED_START and TIMED_END
+// mark the timed window on stdout (the parent samples the server's and Postgres's CPU there). Prints one JSON line
+// last.
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
@@ -46,7 +47,7 @@ async function run(): Promise<StreamRunResult> {
   const { consumeStream } = await from<{ consumeStream: typeof ConsumeStream }>('activities/consume-stream.ts');
   const db = await from<typeof Db>('db/index.ts');
 
-  return withScratchDatabase('whalehunt_bench_stream', async (dbUrl) => {
+  const inDatabase = async (dbUrl: string): Promise<StreamRunResult> => {
     const pool = db.createPool(dbUrl, { max: 2 });
     try {
       await db.migrate(pool);
@@ -160,7 +161,10 @@ async function run(): Promise<StreamRunResult> {
     } finally {
       await pool.end();
     }
-  });
+  };
+  // BENCH_DATABASE_URL: an existing, migrated database whose consumer has history (the age bench); else a fresh one.
+  const existing = process.env.BENCH_DATABASE_URL;
+  return existing ? inDatabase(existing) : withScratchDatabase('whalehunt_bench_stream', inDatabase);
 }
 
 const result = await run();

@@ -2,6 +2,7 @@
 // measure; tests never do. Each bench measures this checkout ("after") and, interleaved in the same run, the
 // baseline ref ("before", default today's main, or the bench's own in BASELINES) checked out into a temporary git
 // worktree; `all` then writes bench/results/summary.md and the chart.
+import { runAgeBench } from './age.js';
 import { ALERTS_BASELINE_REF, runAlertsBench } from './alerts.js';
 import { runBackfillBench } from './backfill.js';
 import { BUILD_BASELINE_REF, runBuildBench } from './build.js';
@@ -18,6 +19,7 @@ import { runTakeoverBench } from './takeover.js';
 import { runTemporalBench } from './temporal.js';
 
 const BENCHES: Record<string, (ctx: BenchContext) => Promise<void>> = {
+  age: runAgeBench,
   alerts: runAlertsBench,
   backfill: runBackfillBench,
   build: runBuildBench,
@@ -36,13 +38,16 @@ const BENCHES: Record<string, (ctx: BenchContext) => Promise<void>> = {
  * against the tree before the compiled build.
  */
 const BASELINES: Record<string, string> = { alerts: ALERTS_BASELINE_REF, build: BUILD_BASELINE_REF };
-/** Benches whose anchor is measured in this tree (backfill: the stream's replay of the same history): no worktree. */
-const SAME_TREE_ANCHOR = new Set(['backfill']);
 /**
- * What `all` runs: takeover is a long kill -9 scenario of its own, alerts a 5-minute one against a baseline of
- * its own, and build measures start-up rather than throughput; temporal, memory and scale need a Temporal CLI
- * (TEMPORAL_CLI), so they join only when one is given. Together they write every figure of the summary's ratio
- * table.
+ * Benches whose anchor is measured in this tree (backfill: the stream's replay of the same history; age: the same
+ * database when empty): no worktree.
+ */
+const SAME_TREE_ANCHOR = new Set(['age', 'backfill']);
+/**
+ * What `all` runs: age loads tens of millions of rows (half an hour), takeover is a long kill -9 scenario of its
+ * own, alerts a 5-minute one against a baseline of its own, and build measures start-up rather than throughput;
+ * temporal, memory and scale need a Temporal CLI (TEMPORAL_CLI), so they join only when one is given. Together
+ * they write every figure of the summary's ratio table.
  */
 const ALL = [
   'cpu',

@@ -616,7 +616,7 @@ function writeAgeResults(
           .slice(1)
           .flatMap((s) => [`${s.receipts.toLocaleString('en-US')}: MB`, 'B/receipt', 'indexes B/receipt']),
       ],
-      empty.tables.map((t) => [
+      stages.at(-1)!.tables.map((t) => [
         t.table,
         ...stages.slice(1).flatMap((s) => {
           const at = s.tables.find((x) => x.table === t.table)!;

@@ -174,7 +174,10 @@ async function loadHistory(admin: pg.Client, from: number, to: number): Promise<
   );
   const v = performance.now();
   await admin.query('VACUUM ANALYZE');
-  console.log(`  VACUUM ANALYZE in ${round((performance.now() - v) / 1000)} s`);
+  // The load's and the vacuum's dirty pages written out now, not during the measurement: an aged database wrote
+  // its history out long ago.
+  await admin.query('CHECKPOINT');
+  console.log(`  VACUUM ANALYZE and CHECKPOINT in ${round((performance.now() - v) / 1000)} s`);
   return round((performance.now() - t) / 1000);
 }
 
@@ -227,6 +230,10 @@ interface Stage {
   executionsFromVolumes: LatencySeries;
   /** EXPLAIN (ANALYZE, BUFFERS) of status's count of executions */
   executionsCountPlan: string[];
+  /** shared_buffers hits and reads of each relation over the measured commits */
+  buffers: BlockDelta[];
+  /** auto_explain's NOTICEs of one more commit of each size (plans with ANALYZE and BUFFERS) */
+  commitPlans: Record<string, string[]>;
   stream: StreamFigures;
   tables: TableSize[];
   indexes: IndexSize[];
@@ -286,7 +293,7 @@ export async function runAgeBench(ctx: BenchContext): Promise<void> {
             loaded = size;
             // Before the measurement adds its own rows (and the replays their deleted ones): the history alone.
             const { tables, indexes, receipts, agedReceipts } = await diskUsage(admin);
-            const measured = await measureCommitsAndStatus(admin, pool, nextPlan, position);
+            const measured = await measureCommitsAndStatus(url, admin, pool, nextPlan, position);
             position = measured.position;
             const stream = await measureStream(admin, url, sim.url, cut, ids);
             const stage: Stage = {
@@ -298,6 +305,8 @@ export async function runAgeBench(ctx: BenchContext): Promise<void> {
               status: measured.status,
               executionsFromVolumes: measured.executionsFromVolumes,
               executionsCountPlan: measured.executionsCountPlan,
+              buffers: measured.buffers,
+              commitPlans: measured.commitPlans,
               stream,
               tables,
               indexes,
@@ -324,11 +333,32 @@ export async function runAgeBench(ctx: BenchContext): Promise<void> {
   }
 }
 
+const AUTO_EXPLAIN = `LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on;
+  SET auto_explain.log_buffers = on; SET auto_explain.log_nested_statements = on; SET auto_explain.log_level = notice`;
+
+/** Blocks of each table and index found in shared_buffers (hit) or read from the OS (read), since the server began. */
+interface BlockDelta {
+  relation: string;
+  read: number;
+  hit: number;
+  readPer1000Events: number;
+  hitPer1000Events: number;
+}
+async function blockCounts(admin: pg.Client): Promise<Map<string, { read: number; hit: number }>> {
+  const res = await admin.query<{ relation: string; read: string; hit: string }>(
+    `SELECT relname || ' (heap)' AS relation, heap_blks_read AS read, heap_blks_hit AS hit FROM pg_statio_user_tables
+     UNION ALL
+     SELECT indexrelname, idx_blks_read, idx_blks_hit FROM pg_statio_user_indexes`,
+  );
+  return new Map(res.rows.map((r) => [r.relation, { read: Number(r.read), hit: Number(r.hit) }]));
+}
+
 /**
  * The aged consumer's checkpoint as its last commit left it at `position`, then commits of 1, 100 and 1,000
  * events interleaved (each size while it has samples left, the order alternating), then the status reads.
  */
 async function measureCommitsAndStatus(
+  url: string,
   admin: pg.Client,
   pool: pg.Pool,
   nextPlan: ReturnType<typeof freshCheckpoints>,
@@ -338,6 +368,8 @@ async function measureCommitsAndStatus(
   status: LatencySeries;
   executionsFromVolumes: LatencySeries;
   executionsCountPlan: string[];
+  buffers: BlockDelta[];
+  commitPlans: Record<string, string[]>;
   position: number;
 }> {
   await admin.query(
@@ -347,6 +379,7 @@ async function measureCommitsAndStatus(
   );
   const lease = await acquireLease(pool, AGED);
   let fence = { leaseEpoch: lease.leaseEpoch, version: lease.version };
+  const buffersBefore = await blockCounts(admin);
   const sizes = Object.keys(COMMIT_ITERATIONS).map(Number);
   const series = new Map<number, number[]>(sizes.map((s) => [s, []]));
   const status: number[] = [];
@@ -365,6 +398,47 @@ async function measureCommitsAndStatus(
       if (i >= WARMUP) series.get(size)!.push(ms);
     }
   }
+  // Block counts reach pg_statio when a backend flushes its statistics (at most once a second): the last second of
+  // the commits may be missing.
+  const buffersAfter = await blockCounts(admin);
+  const committedEvents = sizes.reduce((a, size) => a + size * (WARMUP + COMMIT_ITERATIONS[size]!), 0);
+  const buffers = [...buffersAfter]
+    .map(([relation, after]) => {
+      const before = buffersBefore.get(relation) ?? { read: 0, hit: 0 };
+      return { relation, read: after.read - before.read, hit: after.hit - before.hit };
+    })
+    .filter((b) => b.read + b.hit > 0)
+    .map((b) => ({
+      ...b,
+      readPer1000Events: round((b.read * 1000) / committedEvents),
+      hitPer1000Events: round((b.hit * 1000) / committedEvents),
+    }))
+    .sort((a, b) => b.read + b.hit - (a.read + a.hit));
+
+  // A checkpoint of each size once more, on a connection with auto_explain at NOTICE level: the plans of the
+  // commit statements as the commit runs them, with ANALYZE and BUFFERS.
+  const explaining = createPool(url, { max: 1 });
+  const notices: string[] = [];
+  const commitPlans: Record<string, string[]> = {};
+  try {
+    // Its one connection, set up before the commits check it out.
+    const client = await explaining.connect();
+    client.on('notice', (notice) => notices.push(notice.message ?? ''));
+    await client.query(AUTO_EXPLAIN);
+    client.release();
+    for (const size of sizes) {
+      notices.length = 0;
+      const plan = nextPlan(size, fence);
+      const result = await commitCheckpoint(explaining, plan);
+      if (result.kind !== 'committed') throw new Error(`age bench commit did not commit: ${JSON.stringify(result)}`);
+      fence = { leaseEpoch: fence.leaseEpoch, version: result.version };
+      last = plan.checkpoint.position;
+      commitPlans[String(size)] = [...notices];
+    }
+  } finally {
+    await explaining.end();
+  }
+
   const fromVolumes: number[] = [];
   const began = performance.now();
   for (let i = 0; i < STATUS_WARMUP + STATUS_SAMPLES; i++) {
@@ -384,6 +458,8 @@ async function measureCommitsAndStatus(
     status: latency(status),
     executionsFromVolumes: latency(fromVolumes),
     executionsCountPlan: plan.rows.map((r) => r['QUERY PLAN']),
+    buffers,
+    commitPlans,
     position: last,
   };
 }
@@ -478,6 +554,13 @@ async function diskUsage(
 }
 
 const mb = (bytes: number) => round(bytes / 2 ** 20);
+
+/** An auto_explain NOTICE without its query text: the duration, then the plan from its top node. */
+function planLines(notice: string): string[] {
+  const lines = notice.split('\n');
+  const top = lines.findIndex((l) => l.includes('(cost='));
+  return [lines[0]!, ...(top < 0 ? [] : lines.slice(top))];
+}
 
 function writeAgeResults(
   ctx: BenchContext,
@@ -625,6 +708,32 @@ function writeAgeResults(
       ]),
     ),
     '',
+    `## Blocks per 1,000 committed events over the commit measurement (read: not in shared_buffers)`,
+    '',
+    ...table(
+      ['relation', ...stages.flatMap((s) => [`${s.loaded.toLocaleString('en-US')}: read`, 'hit'])],
+      stages
+        .at(-1)!
+        .buffers.slice(0, 16)
+        .map((b) => [
+          b.relation,
+          ...stages.flatMap((s) => {
+            const at = s.buffers.find((x) => x.relation === b.relation);
+            return [at?.readPer1000Events ?? 0, at?.hitPer1000Events ?? 0];
+          }),
+        ]),
+    ),
+    '',
+    `## The commit statements at ${stages.at(-1)!.loaded.toLocaleString('en-US')} loaded (auto_explain: ANALYZE, BUFFERS)`,
+    '',
+    ...Object.entries(stages.at(-1)!.commitPlans).flatMap(([size, notices]) => [
+      `${size} events:`,
+      '',
+      '```',
+      ...notices.flatMap(planLines),
+      '```',
+      '',
+    ]),
     `## status's count of executions at ${stages.at(-1)!.loaded.toLocaleString('en-US')} loaded: EXPLAIN (ANALYZE, BUFFERS)`,
     '',
     '```',

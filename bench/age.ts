@@ -1,14 +1,15 @@
 // Cost against age (issue 25): the same measurements on one scratch database as it grows from empty tables to
 // tens of millions of receipts (BENCH_AGE_SIZES, default 0, 10M and 50M). Each stage loads its history in SQL
 // (INSERT … SELECT generate_series, every index of the migrated schema in place, as in production), runs VACUUM
-// ANALYZE as autovacuum eventually would, then measures the consumer that has aged: commitCheckpoint p50/p99 at
-// 1, 100 and 1,000 events with the `status` command's database read (consumerSummary) interleaved, consumeStream
-// end to end against the reference server, and bytes on disk per receipt of every table. Ratios are against the
-// empty stage of the same run. Writes bench/results/age.json and age.md. Long: not part of `all`.
+// ANALYZE as autovacuum eventually would and a CHECKPOINT, then measures the consumer that has aged:
+// commitCheckpoint p50/p99 at 1, 100 and 1,000 events (interleaved), the `status` command's database read,
+// consumeStream end to end against the reference server, and bytes on disk per receipt of every table. Ratios are
+// against the empty stage of the same run. Writes bench/results/age.json and age.md. Long: not part of `all`.
 import { rmSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { retentionView } from '../cli/retention.js';
 import { acquireLease, commitCheckpoint, consumerSummary, createPool, migrate } from '../db/index.js';
 import { eventIdOf } from '../simulator/journal-generator.js';
 import { Journal } from '../simulator/journal.js';
@@ -445,6 +446,7 @@ async function measureCommitsAndStatus(
     if (status.length >= STATUS_MIN_SAMPLES && performance.now() - began > STATUS_BUDGET_MS) break;
     const t = performance.now();
     if (!(await consumerSummary(pool, AGED))) throw new Error('status found no consumer');
+    await retentionView(pool);
     const v = performance.now();
     await pool.query(EXECUTIONS_FROM_VOLUMES, [AGED]);
     if (i >= STATUS_WARMUP) {
@@ -649,7 +651,7 @@ function writeAgeResults(
     `- commit: commitCheckpoint of ${sizes.join(', ')} new events per checkpoint by \`${AGED}\`, resuming its saved`,
     `  checkpoint (${Object.values(COMMIT_ITERATIONS).join(', ')} samples after ${WARMUP} unmeasured, the sizes interleaved), every`,
     '  tenth event a whale (bench/fixtures.ts freshCheckpoints).',
-    `- status: consumerSummary (what \`status\` reads from the database) of \`${AGED}\`, ${STATUS_SAMPLES} calls after ${STATUS_WARMUP}`,
+    `- status: consumerSummary of \`${AGED}\` and retentionView (what \`status\` reads from the database, cli/consumers.ts), ${STATUS_SAMPLES} calls after ${STATUS_WARMUP}`,
     `  unmeasured (fewer once they have taken ${STATUS_BUDGET_MS / 1000} s: samples per stage ${stages.map((s) => s.status.samples).join(', ')}), after the`,
     '  commits (a status read among them would evict their pages).',
     `- e2e: consumeStream (bench/stream-run.ts, a process of its own) replays the reference server's journal (seed ${SEED},`,

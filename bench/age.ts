@@ -46,13 +46,7 @@ const STATUS_SAMPLES = Number(process.env.BENCH_STATUS_SAMPLES ?? 50);
 const STATUS_BUDGET_MS = 120_000;
 const STATUS_MIN_SAMPLES = 5;
 const STATUS_WARMUP = 3;
-/** status's count of the consumer's executions (db/summary.ts), explained at each stage. */
-const EXECUTIONS_COUNT = 'SELECT count(*) FROM executions WHERE consumer_id = $1';
-/**
- * The same figure from the per-market aggregates the commit maintains (a correction that moves market moves its
- * count with it): what status could read instead, timed beside it.
- */
-const EXECUTIONS_FROM_VOLUMES = 'SELECT coalesce(sum(execution_count), 0) FROM market_volumes WHERE consumer_id = $1';
+
 const TRANSITIONS = Number(process.env.BENCH_TRANSITIONS ?? 100_000);
 const STREAM_ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CHECKPOINT_EVERY = 100;
@@ -227,10 +221,6 @@ interface Stage {
   loadSeconds: number;
   commit: Record<string, LatencySeries>;
   status: LatencySeries;
-  /** the executions figure from market_volumes, timed beside each status read */
-  executionsFromVolumes: LatencySeries;
-  /** EXPLAIN (ANALYZE, BUFFERS) of status's count of executions */
-  executionsCountPlan: string[];
   /** shared_buffers hits and reads of each relation over the measured commits */
   buffers: BlockDelta[];
   /** auto_explain's NOTICEs of one more commit of each size (plans with ANALYZE and BUFFERS) */
@@ -304,8 +294,6 @@ export async function runAgeBench(ctx: BenchContext): Promise<void> {
               loadSeconds,
               commit: measured.commit,
               status: measured.status,
-              executionsFromVolumes: measured.executionsFromVolumes,
-              executionsCountPlan: measured.executionsCountPlan,
               buffers: measured.buffers,
               commitPlans: measured.commitPlans,
               stream,
@@ -367,8 +355,6 @@ async function measureCommitsAndStatus(
 ): Promise<{
   commit: Record<string, LatencySeries>;
   status: LatencySeries;
-  executionsFromVolumes: LatencySeries;
-  executionsCountPlan: string[];
   buffers: BlockDelta[];
   commitPlans: Record<string, string[]>;
   position: number;
@@ -440,26 +426,17 @@ async function measureCommitsAndStatus(
     await explaining.end();
   }
 
-  const fromVolumes: number[] = [];
   const began = performance.now();
   for (let i = 0; i < STATUS_WARMUP + STATUS_SAMPLES; i++) {
     if (status.length >= STATUS_MIN_SAMPLES && performance.now() - began > STATUS_BUDGET_MS) break;
     const t = performance.now();
     if (!(await consumerSummary(pool, AGED))) throw new Error('status found no consumer');
     await retentionView(pool);
-    const v = performance.now();
-    await pool.query(EXECUTIONS_FROM_VOLUMES, [AGED]);
-    if (i >= STATUS_WARMUP) {
-      status.push(v - t);
-      fromVolumes.push(performance.now() - v);
-    }
+    if (i >= STATUS_WARMUP) status.push(performance.now() - t);
   }
-  const plan = await admin.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS) ${EXECUTIONS_COUNT}`, [AGED]);
   return {
     commit: Object.fromEntries(sizes.map((s) => [String(s), latency(series.get(s)!)])),
     status: latency(status),
-    executionsFromVolumes: latency(fromVolumes),
-    executionsCountPlan: plan.rows.map((r) => r['QUERY PLAN']),
     buffers,
     commitPlans,
     position: last,
@@ -671,7 +648,6 @@ function writeAgeResults(
         ...sizes.flatMap((n) => [`commit ${n} p50 ms`, `p99 ms`]),
         'status p50 ms',
         'p99 ms',
-        'executions from market_volumes p99 ms',
         'e2e events/s',
         'e2e commit p50 ms',
         'p99 ms',
@@ -684,7 +660,6 @@ function writeAgeResults(
         ...sizes.flatMap((n) => [s.commit[n]!.p50Ms, s.commit[n]!.p99Ms]),
         s.status.p50Ms,
         s.status.p99Ms,
-        s.executionsFromVolumes.p99Ms,
         s.stream.eventsPerSecond,
         s.stream.commitP50Ms,
         s.stream.commitP99Ms,
@@ -736,13 +711,6 @@ function writeAgeResults(
       '```',
       '',
     ]),
-    `## status's count of executions at ${stages.at(-1)!.loaded.toLocaleString('en-US')} loaded: EXPLAIN (ANALYZE, BUFFERS)`,
-    '',
-    '```',
-    EXECUTIONS_COUNT,
-    ...stages.at(-1)!.executionsCountPlan,
-    '```',
-    '',
     `## Indexes at ${stages.at(-1)!.receipts.toLocaleString('en-US')} receipts, against shared_buffers ${setting('shared_buffers')}`,
     '',
     ...table(

@@ -3,7 +3,8 @@
 // Starts everything it needs and stops it again: a scratch database on DATABASE_URL's server (default
 // postgres://postgres@127.0.0.1:5432/test), a Temporal dev server with its Web UI on free ports, the reference
 // stream server, an in-process worker and two consumers, one streaming and one stopped at a gap decision, which
-// the last shots resolve from the UI (More Actions → Send an Update, as test/e2e/ui-decisions.test.ts does).
+// the last shots resolve from the UI (More Actions → Send an Update, as test/e2e/ui-decisions.test.ts does), and a
+// maintenance run (maintenanceWorkflow, as its schedule starts one) with its report in Current Details.
 // Chromium (CHROMIUM_PATH, default /usr/bin/chromium) runs headless; every shot waits for the rendered text it
 // shows, since the UI fetches and renders after load (and --virtual-time-budget hangs on the detail page).
 import { randomUUID } from 'node:crypto';
@@ -24,9 +25,13 @@ import { JsonLogger } from '../worker/logger.js';
 import { installRuntime } from '../worker/main.js';
 import { createWorker } from '../worker/worker.js';
 import type { consumerWorkflow } from '../workflows/consumer.js';
+import type { maintenanceWorkflow } from '../workflows/maintenance.js';
 import {
   consumerIdSearchAttribute,
   consumerWorkflowId,
+  kindSearchAttribute,
+  MAINTENANCE_KIND,
+  MAINTENANCE_WORKFLOW_ID_PREFIX,
   pauseSignal,
   phaseSearchAttribute,
   resumeSignal,
@@ -195,7 +200,18 @@ async function withStack(teardown: Teardown, outDir: string): Promise<string[]> 
   await mkdir(outDir, { recursive: true });
   const browser = await launchChromium();
   teardown.add('Chromium', () => browser.close());
-  return takeShots(browser, uiUrl, outDir, { live, gap });
+  // A maintenance run as the schedule starts one: the live consumer's sessions since the floor moved saved it.
+  const maintenance = await client.workflow.start<typeof maintenanceWorkflow>('maintenanceWorkflow', {
+    taskQueue,
+    workflowId: `${MAINTENANCE_WORKFLOW_ID_PREFIX}ui-${randomUUID()}`,
+    args: [{ requestedBy: 'ops (whalehunt-consumer maintenance)' }],
+    typedSearchAttributes: [
+      { key: kindSearchAttribute, value: MAINTENANCE_KIND },
+      { key: phaseSearchAttribute, value: 'maintaining' },
+    ],
+  });
+  await maintenance.result();
+  return takeShots(browser, uiUrl, outDir, { live, gap, maintenance });
 }
 
 /** One PNG per view; each waits for the text it exists to show. Returns the files written. */
@@ -203,7 +219,7 @@ async function takeShots(
   browser: Browser,
   uiUrl: string,
   outDir: string,
-  consumers: { live: ConsumerHandle; gap: ConsumerHandle },
+  consumers: { live: ConsumerHandle; gap: ConsumerHandle; maintenance: WorkflowHandle },
 ): Promise<string[]> {
   const page = await browser.newPage();
   const written: string[] = [];
@@ -212,7 +228,7 @@ async function takeShots(
     await page.screenshot({ path });
     written.push(path);
   };
-  const pageOf = async (handle: ConsumerHandle, tab: Parameters<typeof workflowPage>[2]): Promise<string> =>
+  const pageOf = async (handle: WorkflowHandle, tab: Parameters<typeof workflowPage>[2]): Promise<string> =>
     workflowPage(
       uiUrl,
       { namespace: NAMESPACE, workflowId: handle.workflowId, runId: (await handle.describe()).runId },
@@ -262,6 +278,10 @@ async function takeShots(
   await page.goto(await pageOf(consumers.gap, 'user-metadata'));
   await currentDetails(page, `${GAP_CONSUMER}: streaming`);
   await shoot('current-details-after-ui-decision');
+
+  await page.goto(await pageOf(consumers.maintenance, 'user-metadata'));
+  await currentDetails(page, 'Maintenance: maintained');
+  await shoot('current-details-maintenance');
   return written;
 }
 

@@ -32,8 +32,9 @@ export async function ensureMaintenanceSchedule(
       action: {
         type: 'startWorkflow',
         workflowType: 'maintenanceWorkflow',
-        // Temporal appends each run's scheduled time.
-        workflowId: `${MAINTENANCE_WORKFLOW_ID_PREFIX}scheduled`,
+        // Temporal appends each run's scheduled time. The schedule's id keeps two deployments' runs apart: their
+        // schedules tick at the same times, and a second run under one id would fail to start every time.
+        workflowId: `${MAINTENANCE_WORKFLOW_ID_PREFIX}${scheduleId}`,
         taskQueue: config.taskQueue,
         args: [{ requestedBy: `schedule ${scheduleId}` }],
         typedSearchAttributes: [

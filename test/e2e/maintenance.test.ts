@@ -331,6 +331,8 @@ describe('maintenance on the real stack', () => {
       expect(description.spec.intervals).toMatchObject([{ every: 3_600_000 }]);
       expect(description.policies.overlap).toBe('SKIP');
       expect(description.action).toMatchObject({ workflowType: 'maintenanceWorkflow', taskQueue });
+      // Runs of another deployment's schedule, ticking at the same times, never take this one's workflow ids.
+      expect(description.action.workflowId).toBe(`whalehunt-maintenance-run:${scheduleId}`);
 
       // A second worker of the deployment, with another interval, leaves the schedule as it is.
       const second = spawnWorker({ ...env, MAINTENANCE_EVERY: '30m', METRICS_PORT: '' });

@@ -28,6 +28,8 @@ export interface WorkerConfig {
   taskQueue: string;
   /** Activity slots: a streaming lease holds one for its whole length, so this caps the consumers per worker. */
   maxConcurrentActivities: number;
+  /** HEAP_GROWTH_PERCENT: the V8 heap's growth between full collections; null leaves V8's own. */
+  heapGrowthPercent: number | null;
   /** Everything the streaming activity needs, the API key included (it never leaves the worker process). */
   stream: ConsumeStreamConfig;
   /** The streaming lease a consumer started by this deployment gets (workflow input). */
@@ -70,6 +72,12 @@ export class ConfigError extends Error {
   }
 }
 
+/**
+ * A full collection once the heap has grown 50% past what the last one left: the worker's resident set then follows
+ * its live heap (staging included) instead of the replay's allocation rate (bench/results/memory.md).
+ */
+export const DEFAULT_HEAP_GROWTH_PERCENT = 50;
+
 const required = (what: string) =>
   z
     .string({ error: `is required (${what})` })
@@ -81,6 +89,22 @@ const positiveInt = (fallback: number) =>
     .int('must be a positive integer')
     .positive('must be a positive integer')
     .default(fallback);
+/**
+ * How far the V8 heap may grow past its live size before the next full collection, in percent (off: V8's own
+ * choice, which under a replay's allocation rate lets it reach about four times the live heap).
+ */
+const heapGrowthPercent = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .default(String(DEFAULT_HEAP_GROWTH_PERCENT))
+  .pipe(
+    z
+      .string()
+      .regex(/^(off|\d+)$/, 'must be a percentage from 10 to 300, or off')
+      .transform((text) => (text === 'off' ? null : Number(text)))
+      .refine((p) => p === null || (p >= 10 && p <= 300), 'must be a percentage from 10 to 300, or off'),
+  );
 const optionalText = z
   .string()
   .trim()
@@ -174,6 +198,7 @@ const envSchema = z.object({
   TASK_QUEUE: z.string().trim().min(1).default(TASK_QUEUE),
   DATABASE_POOL_SIZE: positiveInt(10),
   MAX_CONCURRENT_ACTIVITIES: positiveInt(100),
+  HEAP_GROWTH_PERCENT: heapGrowthPercent,
   WHALEHUNT_URL: required('the stream WebSocket URL').pipe(url(/^wss?:\/\//, 'ws:// or wss://')),
   WHALEHUNT_API_KEY: required('the stream API key'),
   MAX_FRAME_BYTES: positiveInt(DEFAULT_MAX_FRAME_BYTES),
@@ -309,6 +334,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
     databasePoolSize: e.DATABASE_POOL_SIZE,
     taskQueue: e.TASK_QUEUE,
     maxConcurrentActivities: e.MAX_CONCURRENT_ACTIVITIES,
+    heapGrowthPercent: e.HEAP_GROWTH_PERCENT,
     stream: {
       url: e.WHALEHUNT_URL,
       apiKey: e.WHALEHUNT_API_KEY,

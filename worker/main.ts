@@ -3,6 +3,7 @@
 // worker and the outbox dispatcher alongside it. SIGINT/SIGTERM shut down gracefully: leases in flight stop at a
 // checkpoint boundary (a commit in progress finishes, nothing is half-applied), the dispatcher finishes its call,
 // the pool closes. Logs are JSON lines on stdout, the API key redacted.
+import { setFlagsFromString } from 'node:v8';
 import { Runtime } from '@temporalio/worker';
 import type pg from 'pg';
 import { OutboxDispatcher } from '../activities/outbox.js';
@@ -188,6 +189,8 @@ export interface WorkerRuntime {
  */
 export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise<WorkerRuntime> {
   const { config, log, pool } = options;
+  // Read by V8 each time it sizes the heap after a collection, so setting it now applies to the whole run.
+  if (config.heapGrowthPercent !== null) setFlagsFromString(`--heap-growing-percent=${config.heapGrowthPercent}`);
   const connection = await connectNative(config.temporal);
   const workflows = workflowCode(
     options.workflowBundlePath ? { workflowBundle: { codePath: options.workflowBundlePath } } : {},
@@ -250,6 +253,7 @@ export async function startWorkerRuntime(options: WorkerRuntimeOptions): Promise
     // A prebuilt bundle, or the workflow sources bundled at start.
     workflows: 'workflowBundle' in workflows ? workflows.workflowBundle.codePath : workflows.workflowsPath,
     outboxDispatcher: dispatcher !== null,
+    heapGrowthPercent: config.heapGrowthPercent ?? 'off',
   });
 
   let stopping: Promise<void> | null = null;

@@ -199,6 +199,24 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it('heap growth: 50% by default, a percentage from 10 to 300, off for V8 own; anything else named', () => {
+    expect(loadConfig(valid).heapGrowthPercent).toBe(50);
+    expect(loadConfig({ ...valid, HEAP_GROWTH_PERCENT: '100' }).heapGrowthPercent).toBe(100);
+    expect(loadConfig({ ...valid, HEAP_GROWTH_PERCENT: ' OFF ' }).heapGrowthPercent).toBeNull();
+    for (const bad of ['5', '301', '-1', '30%', '']) {
+      let error: unknown;
+      try {
+        loadConfig({ ...valid, HEAP_GROWTH_PERCENT: bad });
+      } catch (caught) {
+        error = caught;
+      }
+      expect(error, bad).toBeInstanceOf(ConfigError);
+      expect((error as ConfigError).problems).toEqual([
+        { variable: 'HEAP_GROWTH_PERCENT', problem: 'must be a percentage from 10 to 300, or off' },
+      ]);
+    }
+  });
+
   it('redact() hides the API key and URL passwords', () => {
     const shown = JSON.stringify(redact(loadConfig(valid)));
     expect(shown).not.toContain(KEY);

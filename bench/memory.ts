@@ -5,8 +5,9 @@
 // set is read from /proc every RSS_EVERY_MS with the position committed by then; reported are its idle RSS before
 // the replay, the peak (VmHWM), the RSS at shares of the journal, and the mean of the last quarter of the replay
 // against the first. The anchor is the idle RSS of a bare worker (bench/bare-worker.ts, compiled the same way, a
-// trivial workflow run once) on the same server. This tree only. Needs TEMPORAL_CLI and Linux /proc. Writes
-// bench/results/memory.json and memory.md.
+// trivial workflow run once) on the same server. The worker replays twice, at the default HEAP_GROWTH_PERCENT and
+// with it off (V8's own heap growth), each with its CPU per event: what the bound on the heap costs. This tree only.
+// Needs TEMPORAL_CLI and Linux /proc. Writes bench/results/memory.json and memory.md.
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -15,7 +16,8 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import ts from 'typescript';
 import { createPool, loadCommitted } from '../db/index.js';
-import { processRssKiB } from './proc-cpu.js';
+import { DEFAULT_HEAP_GROWTH_PERCENT } from '../worker/config.js';
+import { processCpuMs, processRssKiB } from './proc-cpu.js';
 import { SEED, probeHead, startSimulator, stopSimulator, type Simulator } from './simulator-process.js';
 import {
   describeMachine,
@@ -42,6 +44,8 @@ import {
 const TRANSITIONS = Number(process.env.BENCH_MEMORY_TRANSITIONS ?? 400_000);
 const CHECKPOINT_EVERY = 1_000;
 const RSS_EVERY_MS = 500;
+/** The setting of the judged replay: the worker's default unless BENCH_HEAP_GROWTH_PERCENT tries another. */
+const HEAP_GROWTH = process.env.BENCH_HEAP_GROWTH_PERCENT ?? String(DEFAULT_HEAP_GROWTH_PERCENT);
 /** How long a worker idles before its resident set is read: past start-up's garbage and first collections. */
 const IDLE_MS = Number(process.env.BENCH_MEMORY_IDLE_MS ?? 10_000);
 /** Shares of the journal's positions at which the RSS is reported. */
@@ -61,12 +65,14 @@ interface RssSample {
   rssMib: number;
 }
 
-export interface MemoryResult {
-  commit: string;
-  transitions: number;
+/** One replay by the worker at one heap setting. */
+interface WorkerReplay {
+  /** HEAP_GROWTH_PERCENT as the worker got it */
+  heapGrowth: string;
   head: number;
-  bareIdleRssMib: number;
   workerIdleRssMib: number;
+  /** the worker process's CPU over the replay per event applied */
+  cpuUsPerEvent: number;
   wallMs: number;
   /** VmHWM of the worker process at the end: its peak, start-up included */
   peakRssMib: number;
@@ -77,6 +83,14 @@ export interface MemoryResult {
   firstQuarterMib: number;
   lastQuarterMib: number;
   samples: number;
+}
+
+/** The default setting's replay (judged) and V8's own heap growth beside it. */
+export interface MemoryResult extends WorkerReplay {
+  commit: string;
+  transitions: number;
+  bareIdleRssMib: number;
+  v8Growth: WorkerReplay;
   targets: { peakMib: number; peakMet: boolean; flat: number; flatMet: boolean };
 }
 
@@ -149,29 +163,35 @@ async function measureWorker(
   env: TestWorkflowEnvironment,
   sim: Simulator,
   head: number,
-): Promise<Omit<MemoryResult, 'commit' | 'transitions' | 'bareIdleRssMib' | 'targets'>> {
+  heapGrowth: string,
+): Promise<WorkerReplay> {
   return withScratchDatabase('whalehunt_bench_memory', async (dbUrl) => {
     const taskQueue = `bench-memory-${randomUUID().slice(0, 8)}`;
-    const worker = spawnWorkerProcess(
-      [join(ROOT, 'dist/worker/main.js')],
-      ROOT,
-      benchWorkerEnv({ dbUrl, env, taskQueue, sim }),
-    );
+    const worker = spawnWorkerProcess([join(ROOT, 'dist/worker/main.js')], ROOT, {
+      ...benchWorkerEnv({ dbUrl, env, taskQueue, sim }),
+      HEAP_GROWTH_PERCENT: heapGrowth,
+    });
     const pool = createPool(dbUrl, { max: 1 });
     const consumerId = `memory-${randomUUID().slice(0, 8)}`;
     try {
       await worker.running;
       await sleep(IDLE_MS);
       const workerIdleRssMib = mib(processRssKiB(worker.child.pid!).rss);
+      const cpuBefore = processCpuMs(worker.child.pid!);
       await startConsumers(env, taskQueue, [consumerId]);
       const { samples, wallMs } = await sampleReplay(worker, pool, consumerId, head);
+      const cpuMs = processCpuMs(worker.child.pid!) - cpuBefore;
       const peakRssMib = mib(processRssKiB(worker.child.pid!).peak);
+      const events = (await loadCommitted(pool, consumerId))?.totals?.eventsApplied;
+      if (!events) throw new Error(`the replay of ${consumerId} applied no events`);
       await terminateAll(env, [consumerId]);
       const quarter = (from: number, to: number) =>
         round(median(samples.filter((s) => s.ms >= from * wallMs && s.ms <= to * wallMs).map((s) => s.rssMib)));
       return {
+        heapGrowth,
         head,
         workerIdleRssMib,
+        cpuUsPerEvent: round((cpuMs * 1000) / events),
         wallMs: Math.round(wallMs),
         peakRssMib,
         peakSampledRssMib: Math.max(...samples.map((s) => s.rssMib)),
@@ -196,7 +216,8 @@ export async function runMemoryBench(ctx: BenchContext): Promise<void> {
   try {
     const head = await probeHead(sim.url);
     const bareIdleRssMib = await bareIdleRss(env);
-    const worker = await measureWorker(env, sim, head);
+    const worker = await measureWorker(env, sim, head, HEAP_GROWTH);
+    const v8Growth = await measureWorker(env, sim, head, 'off');
     const peakMib = round(bareIdleRssMib + HEADROOM_MIB);
     const flat = round(worker.lastQuarterMib / worker.firstQuarterMib - 1, 3);
     result = {
@@ -204,11 +225,13 @@ export async function runMemoryBench(ctx: BenchContext): Promise<void> {
       transitions: TRANSITIONS,
       bareIdleRssMib,
       ...worker,
+      v8Growth,
       targets: { peakMib, peakMet: worker.peakRssMib <= peakMib, flat, flatMet: Math.abs(flat) <= FLAT },
     };
     console.log(
       `bare worker idle ${bareIdleRssMib} MiB; worker idle ${worker.workerIdleRssMib} MiB, peak ${worker.peakRssMib} MiB, ` +
-        `first/last quarter ${worker.firstQuarterMib}/${worker.lastQuarterMib} MiB`,
+        `first/last quarter ${worker.firstQuarterMib}/${worker.lastQuarterMib} MiB, ${worker.cpuUsPerEvent} µs/event; ` +
+        `heap growth off: peak ${v8Growth.peakRssMib} MiB, ${v8Growth.cpuUsPerEvent} µs/event`,
     );
   } finally {
     await stopSimulator(sim);
@@ -227,13 +250,16 @@ export async function runMemoryBench(ctx: BenchContext): Promise<void> {
     'quarters = the median sample over the first and the last quarter of the wall time. The anchor: a bare Temporal',
     'worker (bench/bare-worker.ts, transpiled by tsc, a trivial workflow bundled the same way and run once), idle',
     `${IDLE_MS} ms. Targets: peak <= bare idle + ${HEADROOM_MIB} MiB (${r.targets.peakMib} MiB); last quarter within`,
-    `${FLAT * 100}% of the first.`,
+    `${FLAT * 100}% of the first. The first row is the default HEAP_GROWTH_PERCENT (judged), the second the same`,
+    "replay with it off (V8's own heap growth); cpu = the worker process's over the replay per event applied.",
     describeMachine(start, end),
     '',
     ...table(
       [
+        'HEAP_GROWTH_PERCENT',
         'bare worker idle MiB',
         'worker idle MiB',
+        'worker cpu µs/event',
         'wall ms',
         'peak MiB',
         'peak sampled MiB',
@@ -241,18 +267,18 @@ export async function runMemoryBench(ctx: BenchContext): Promise<void> {
         'first quarter MiB',
         'last quarter MiB',
       ],
-      [
-        [
-          r.bareIdleRssMib,
-          r.workerIdleRssMib,
-          r.wallMs,
-          r.peakRssMib,
-          r.peakSampledRssMib,
-          ...r.rssAtMib,
-          r.firstQuarterMib,
-          r.lastQuarterMib,
-        ],
-      ],
+      [r, r.v8Growth].map((w) => [
+        w.heapGrowth,
+        r.bareIdleRssMib,
+        w.workerIdleRssMib,
+        w.cpuUsPerEvent,
+        w.wallMs,
+        w.peakRssMib,
+        w.peakSampledRssMib,
+        ...w.rssAtMib,
+        w.firstQuarterMib,
+        w.lastQuarterMib,
+      ]),
     ),
     '',
   ]);

@@ -254,7 +254,12 @@ function ratioTable(): string[] {
       {
         measure: `worker peak RSS over a ${m.transitions.toLocaleString('en')}-transition replay vs bare worker idle`,
         target: `≤ bare idle + 128 MiB (${m.targets.peakMib} MiB)`,
-        measured: `${m.peakRssMib} MiB (bare idle ${m.bareIdleRssMib}, ours idle ${m.workerIdleRssMib})`,
+        measured:
+          `${m.peakRssMib} MiB (bare idle ${m.bareIdleRssMib}, ours idle ${m.workerIdleRssMib}; ` +
+          (m.v8Growth
+            ? `${m.cpuUsPerEvent} worker µs/event; with HEAP_GROWTH_PERCENT off ${m.v8Growth.peakRssMib} MiB, ` +
+              `${m.v8Growth.cpuUsPerEvent} µs/event)`
+            : 'HEAP_GROWTH_PERCENT not measured)'),
         met: m.targets.peakMet,
       },
       {

@@ -29,6 +29,7 @@ import {
   postgresCpu,
   processCpuMs,
   type PostgresCpu,
+  backendsCpuMs,
   type PostgresCpuSample,
 } from './proc-cpu.js';
 import {
@@ -365,7 +366,7 @@ function cost(start: CpuSample, end: CpuSample): Cost {
     dispatcherCpuMs: end.dispatcherMs - start.dispatcherMs,
     benchCpuMs: end.benchMs - start.benchMs,
     postgresCpuMs: delta(start.postgres?.serverMs, end.postgres?.serverMs),
-    postgresBackendsCpuMs: delta(start.postgres?.databaseMs, end.postgres?.databaseMs),
+    postgresBackendsCpuMs: start.postgres && end.postgres ? backendsCpuMs(start.postgres, end.postgres) : null,
   };
 }
 

@@ -21,12 +21,14 @@ import {
   postgresCpu,
   processCpuMs,
   type PostgresCpu,
+  backendsCpuMs,
   type PostgresCpuSample,
 } from './proc-cpu.js';
 import { API_KEY, SEED, probeHead, startSimulator, stopSimulator, type Simulator } from './simulator-process.js';
 import { streamRun } from './stream.js';
 import {
   ADMIN_DATABASE_URL,
+  endTimedWindow,
   TIMED_END,
   TIMED_START,
   currentTarget,
@@ -146,7 +148,7 @@ async function pageRun(): Promise<PageRunResult> {
       );
       const wallMs = performance.now() - t;
       const used = process.cpuUsage(cpu);
-      process.stdout.write(`${TIMED_END}\n`);
+      await endTimedWindow();
       if (outcome.kind !== 'target_reached') throw new Error(`page run ended ${outcome.kind}, not at its target`);
       const c = outcome.counters;
       return {
@@ -210,7 +212,7 @@ async function measuredPageRun(
   return {
     ...result,
     postgresCpuMs: delta(start.postgres?.serverMs, end.postgres?.serverMs),
-    postgresBackendsCpuMs: delta(start.postgres?.databaseMs, end.postgres?.databaseMs),
+    postgresBackendsCpuMs: start.postgres && end.postgres ? backendsCpuMs(start.postgres, end.postgres) : null,
     serverCpuMs: delta(start.serverMs, end.serverMs),
   };
 }

@@ -8,7 +8,7 @@ import pg from 'pg';
 import { createLeanTables } from './lean-statement.js';
 import { consumeMinimal } from './minimal-consumer.js';
 import type { StreamRunResult } from './stream-run.js';
-import { TIMED_END, TIMED_START, withScratchDatabase } from './support.js';
+import { endTimedWindow, TIMED_START, withScratchDatabase } from './support.js';
 
 const consumerIds = Array.from(
   { length: Number(process.env.BENCH_CONSUMERS ?? 1) },
@@ -39,7 +39,7 @@ const result = await withScratchDatabase('whalehunt_bench_minimal', async (dbUrl
     );
     const endedAt = performance.now();
     const used = process.cpuUsage(cpu);
-    process.stdout.write(`${TIMED_END}\n`);
+    await endTimedWindow();
     const firstCommits = outcomes.map((o) => o.firstCommit!);
     const events = outcomes.reduce((sum, o) => sum + o.events, 0);
     return {

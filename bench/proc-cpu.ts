@@ -90,8 +90,20 @@ export interface PostgresCpuSample {
    * checkpointer, WAL writer, …). Every client of the server counts, not only the bench's.
    */
   serverMs: number;
-  /** The live backends connected to `database` alone (a backend's process title names its database). */
-  databaseMs: number;
+  /** The live backends connected to `database` alone (a backend's process title names its database), by pid. */
+  backends: ReadonlyMap<number, number>;
+}
+
+/**
+ * The CPU `database`'s backends spent between two samples, ms: each backend live at the end, less what it had
+ * spent by the start (0 for one that connected since). A backend that exits in between is left out, its share
+ * with it; subtracting sums instead would take away everything it had spent before the window (a pool's idle
+ * connection closing mid-run, say the one that ran the migrations, made a run's figure negative).
+ */
+export function backendsCpuMs(start: PostgresCpuSample, end: PostgresCpuSample): number {
+  let ms = 0;
+  for (const [pid, at] of end.backends) ms += at - (start.backends.get(pid) ?? 0);
+  return ms;
 }
 
 export type PostgresCpu =
@@ -138,17 +150,17 @@ export async function postgresCpu(url: string): Promise<PostgresCpu> {
     sample: (database) => {
       // Children first, then the postmaster: a backend that exits in between is missed rather than counted twice.
       let serverMs = 0;
-      let databaseMs = 0;
+      const backends = new Map<number, number>();
       for (const child of children(postmaster)) {
         const stat = procStat(child);
         if (!stat) continue;
         serverMs += stat.ownMs;
-        if (backendDatabase(child) === database) databaseMs += stat.ownMs;
+        if (backendDatabase(child) === database) backends.set(child, stat.ownMs);
       }
       const own = procStat(postmaster);
       if (!own) throw new Error(`the postmaster (${postmaster}) exited`);
       serverMs += own.ownMs + own.reapedChildrenMs;
-      return { serverMs, databaseMs };
+      return { serverMs, backends };
     },
   };
 }

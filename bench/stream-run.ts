@@ -14,7 +14,7 @@ import type { ConsumeStreamDeps } from '../activities/stream-ports.js';
 import type { ConsumeOutcome, StartDirective } from '../activities/types.js';
 import type * as Db from '../db/index.js';
 import { API_KEY, SUBSCRIPTION } from './simulator-process.js';
-import { TIMED_END, TIMED_START, WORKER_STAGING, withScratchDatabase } from './support.js';
+import { endTimedWindow, TIMED_START, WORKER_STAGING, withScratchDatabase } from './support.js';
 import { NO_ACTIONS } from '../protocol/types.js';
 
 const LIVE_HEAP_EVERY_MS = 250;
@@ -147,7 +147,7 @@ async function run(): Promise<StreamRunResult> {
       }
       const wallMs = performance.now() - t;
       const used = process.cpuUsage(cpu);
-      process.stdout.write(`${TIMED_END}\n`);
+      await endTimedWindow();
       return {
         events,
         checkpoints: commitMs.length,

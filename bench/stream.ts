@@ -13,6 +13,7 @@ import {
   postgresCpu,
   processCpuMs,
   type PostgresCpu,
+  backendsCpuMs,
   type PostgresCpuSample,
 } from './proc-cpu.js';
 import {
@@ -143,7 +144,7 @@ export async function streamRun(
   return {
     ...result,
     postgresCpuMs: delta(start.postgres?.serverMs, end.postgres?.serverMs),
-    postgresBackendsCpuMs: delta(start.postgres?.databaseMs, end.postgres?.databaseMs),
+    postgresBackendsCpuMs: start.postgres && end.postgres ? backendsCpuMs(start.postgres, end.postgres) : null,
     serverCpuMs: delta(start.serverMs, end.serverMs),
   };
 }

@@ -197,6 +197,17 @@ export const TIMED_START = 'bench:timed-start';
 export const TIMED_END = 'bench:timed-end';
 
 /**
+ * Ends a bench process's timed window: prints TIMED_END and waits until the parent has sampled the other processes
+ * (runBenchProcess answers on stdin), so that the run's Postgres backends are still connected when it does.
+ */
+export async function endTimedWindow(): Promise<void> {
+  const sampled = new Promise<void>((resolve) => process.stdin.once('data', () => resolve()));
+  process.stdout.write(`${TIMED_END}\n`);
+  await sampled;
+  process.stdin.destroy();
+}
+
+/**
  * Runs `bench/<script>` in a process of its own (its CPU time and peak RSS are its alone) with `env` added, and
  * resolves with the JSON of the last line it prints. `onLine` sees every line as it arrives: a run marks the
  * edges of its timed window on stdout, so that the parent can sample other processes there.
@@ -211,14 +222,18 @@ export function runBenchProcess<T>(
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_CPU_PROF] : [];
   const child = spawn(process.execPath, [...profile, '--import', 'tsx', join(ROOT, 'bench', script)], {
     cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['pipe', 'pipe', 'inherit'],
     env: { ...process.env, ...env },
   });
+  // A process that exits without reading its go-ahead closes the pipe under the write: nothing to report.
+  child.stdin.on('error', () => undefined);
   let last = '';
   const lines = createInterface({ input: child.stdout });
   lines.on('line', (line) => {
     if (line.trim() !== '') last = line;
     onLine?.(line);
+    // onLine has sampled what it samples at the end of the window: the run may now close its connections.
+    if (line === TIMED_END) child.stdin.write('\n');
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
   const read = new Promise<void>((resolve) => lines.once('close', resolve));

@@ -18,7 +18,7 @@ import {
   phaseSearchAttribute,
   type ConsumerTuning,
 } from '../workflows/definitions.js';
-import { HAS_PROC, processCpuMs, type PostgresCpu } from './proc-cpu.js';
+import { backendsCpuMs, HAS_PROC, processCpuMs, type PostgresCpu } from './proc-cpu.js';
 import { API_KEY, probeHead, type Simulator } from './simulator-process.js';
 import { importFrom, withScratchDatabase, type Target } from './support.js';
 
@@ -147,7 +147,7 @@ export function replayThroughTemporal(options: {
       const database = new URL(dbUrl).pathname.slice(1);
       const temporalPid = HAS_PROC ? devServerPid(env.address) : null;
       const others = () => ({
-        postgres: postgres?.available ? postgres.sample(database).databaseMs : null,
+        postgres: postgres?.available ? postgres.sample(database) : null,
         server: HAS_PROC ? processCpuMs(sim.process.pid!) : null,
         temporal: temporalPid === null ? null : processCpuMs(temporalPid),
       });
@@ -168,7 +168,10 @@ export function replayThroughTemporal(options: {
       return {
         wallMs,
         workerCpuMs,
-        postgresBackendsCpuMs: delta(othersBefore.postgres, othersAfter.postgres),
+        postgresBackendsCpuMs:
+          othersBefore.postgres && othersAfter.postgres
+            ? backendsCpuMs(othersBefore.postgres, othersAfter.postgres)
+            : null,
         serverCpuMs: delta(othersBefore.server, othersAfter.server),
         temporalServerCpuMs: delta(othersBefore.temporal, othersAfter.temporal),
         steady: eventsAt ? steadyWindow(firstCommits, eventsAt, head, t + wallMs) : null,

@@ -25,11 +25,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { AlertsRunResult } from './alerts-run.js';
 import {
+  backendsCpuMs,
   describePostgresCpu,
   postgresCpu,
   processCpuMs,
   type PostgresCpu,
-  backendsCpuMs,
   type PostgresCpuSample,
 } from './proc-cpu.js';
 import {
@@ -366,7 +366,7 @@ function cost(start: CpuSample, end: CpuSample): Cost {
     dispatcherCpuMs: end.dispatcherMs - start.dispatcherMs,
     benchCpuMs: end.benchMs - start.benchMs,
     postgresCpuMs: delta(start.postgres?.serverMs, end.postgres?.serverMs),
-    postgresBackendsCpuMs: start.postgres && end.postgres ? backendsCpuMs(start.postgres, end.postgres) : null,
+    postgresBackendsCpuMs: backendsCpuMs(start.postgres, end.postgres),
   };
 }
 

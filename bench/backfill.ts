@@ -16,12 +16,12 @@ import { createPool, migrate } from '../db/index.js';
 import { NO_ACTIONS } from '../protocol/types.js';
 import { isEntryPoint } from '../worker/entry-point.js';
 import {
+  backendsCpuMs,
   describePostgresCpu,
   HAS_PROC,
   postgresCpu,
   processCpuMs,
   type PostgresCpu,
-  backendsCpuMs,
   type PostgresCpuSample,
 } from './proc-cpu.js';
 import { API_KEY, SEED, probeHead, startSimulator, stopSimulator, type Simulator } from './simulator-process.js';
@@ -212,7 +212,7 @@ async function measuredPageRun(
   return {
     ...result,
     postgresCpuMs: delta(start.postgres?.serverMs, end.postgres?.serverMs),
-    postgresBackendsCpuMs: start.postgres && end.postgres ? backendsCpuMs(start.postgres, end.postgres) : null,
+    postgresBackendsCpuMs: backendsCpuMs(start.postgres, end.postgres),
     serverCpuMs: delta(start.serverMs, end.serverMs),
   };
 }

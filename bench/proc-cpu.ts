@@ -98,9 +98,14 @@ export interface PostgresCpuSample {
  * The CPU `database`'s backends spent between two samples, ms: each backend live at the end, less what it had
  * spent by the start (0 for one that connected since). A backend that exits in between is left out, its share
  * with it; subtracting sums instead would take away everything it had spent before the window (a pool's idle
- * connection closing mid-run, say the one that ran the migrations, made a run's figure negative).
+ * connection closing mid-run, say the one that ran the migrations, made a run's figure negative). Null without
+ * both samples.
  */
-export function backendsCpuMs(start: PostgresCpuSample, end: PostgresCpuSample): number {
+export function backendsCpuMs(
+  start: PostgresCpuSample | null | undefined,
+  end: PostgresCpuSample | null | undefined,
+): number | null {
+  if (!start || !end) return null;
   let ms = 0;
   for (const [pid, at] of end.backends) ms += at - (start.backends.get(pid) ?? 0);
   return ms;

@@ -8,12 +8,12 @@
 // timed window. The live heap is measured in a separate, untimed pass (forced GCs), never inside a timed run.
 // Writes bench/results/stream.json and stream.md.
 import {
+  backendsCpuMs,
   describePostgresCpu,
   HAS_PROC,
   postgresCpu,
   processCpuMs,
   type PostgresCpu,
-  backendsCpuMs,
   type PostgresCpuSample,
 } from './proc-cpu.js';
 import {
@@ -144,7 +144,7 @@ export async function streamRun(
   return {
     ...result,
     postgresCpuMs: delta(start.postgres?.serverMs, end.postgres?.serverMs),
-    postgresBackendsCpuMs: start.postgres && end.postgres ? backendsCpuMs(start.postgres, end.postgres) : null,
+    postgresBackendsCpuMs: backendsCpuMs(start.postgres, end.postgres),
     serverCpuMs: delta(start.serverMs, end.serverMs),
   };
 }

@@ -168,10 +168,7 @@ export function replayThroughTemporal(options: {
       return {
         wallMs,
         workerCpuMs,
-        postgresBackendsCpuMs:
-          othersBefore.postgres && othersAfter.postgres
-            ? backendsCpuMs(othersBefore.postgres, othersAfter.postgres)
-            : null,
+        postgresBackendsCpuMs: backendsCpuMs(othersBefore.postgres, othersAfter.postgres),
         serverCpuMs: delta(othersBefore.server, othersAfter.server),
         temporalServerCpuMs: delta(othersBefore.temporal, othersAfter.temporal),
         steady: eventsAt ? steadyWindow(firstCommits, eventsAt, head, t + wallMs) : null,

@@ -44,6 +44,16 @@ interface Replay {
   wallMs: number;
   cpuMs: number;
   machineCpuMs: number | null;
+  /** where the machine's CPU went besides the consumer's process, ms (null where unread) */
+  parts: MachineCpuParts<number | null>;
+}
+
+/** The machine's CPU besides the consumer's process: what each ratio's remainder is made of. */
+interface MachineCpuParts<T> {
+  postgres: T;
+  referenceServer: T;
+  /** through Temporal only */
+  temporalServer: T;
 }
 
 export interface TemporalRow {
@@ -68,6 +78,8 @@ export interface TemporalRow {
    * server; for the minimal consumer, its process + backends + reference server
    */
   machineCpuUsPerEvent: number | null;
+  /** the machine's CPU per event besides the consumer's process (medians; null where unread or not run) */
+  machineCpuPartsUsPerEvent: MachineCpuParts<number | null>;
 }
 
 async function rowsFor(
@@ -87,7 +99,12 @@ async function rowsFor(
     const minimal: Replay[] = [];
     const measured = (run: MeasuredStreamRun): Replay => {
       if (run.events !== events) throw new Error(`in-process run committed ${run.events} of ${events} events`);
-      return { wallMs: run.wallMs, cpuMs: run.cpuMs, machineCpuMs: machineCpuMs(run) };
+      return {
+        wallMs: run.wallMs,
+        cpuMs: run.cpuMs,
+        machineCpuMs: machineCpuMs(run),
+        parts: { postgres: run.postgresBackendsCpuMs, referenceServer: run.serverCpuMs, temporalServer: null },
+      };
     };
     for (let r = 0; r < ROUNDS; r++) {
       for (const target of interleaved(ctx, r)) {
@@ -107,7 +124,16 @@ async function rowsFor(
               timeoutMs: TIMEOUT_MS,
               postgres,
             });
-            replay = { wallMs: through.wallMs, cpuMs: through.workerCpuMs, machineCpuMs: machineCpuOfReplay(through) };
+            replay = {
+              wallMs: through.wallMs,
+              cpuMs: through.workerCpuMs,
+              machineCpuMs: machineCpuOfReplay(through),
+              parts: {
+                postgres: through.postgresBackendsCpuMs,
+                referenceServer: through.serverCpuMs,
+                temporalServer: through.temporalServerCpuMs,
+              },
+            };
           } else replay = measured(await streamRun(target, sim, head, 'timed', postgres));
           runs.get(target)![mode].push(replay);
           console.log(`round ${r} ${target.label} ${mode}: ${Math.round(events / (replay.wallMs / 1000))} ev/s`);
@@ -118,10 +144,14 @@ async function rowsFor(
     }
     const perSecond = (replays: Replay[]) => median(replays.map((x) => events / (x.wallMs / 1000)));
     const cpuUs = (replays: Replay[]) => round(median(replays.map((x) => (x.cpuMs * 1000) / events)));
-    const machineUs = (replays: Replay[]) =>
-      replays.some((x) => x.machineCpuMs === null)
-        ? null
-        : round(median(replays.map((x) => (x.machineCpuMs! * 1000) / events)));
+    const usPerEvent = (values: (number | null)[]) =>
+      values.some((v) => v === null) ? null : round(median(values.map((v) => (v! * 1000) / events)));
+    const machineUs = (replays: Replay[]) => usPerEvent(replays.map((x) => x.machineCpuMs));
+    const partsUs = (replays: Replay[]): MachineCpuParts<number | null> => ({
+      postgres: usPerEvent(replays.map((x) => x.parts.postgres)),
+      referenceServer: usPerEvent(replays.map((x) => x.parts.referenceServer)),
+      temporalServer: usPerEvent(replays.map((x) => x.parts.temporalServer)),
+    });
     const minimalEventsPerSecond = perSecond(minimal);
     const rows: TemporalRow[] = targets.map((target) => {
       const { temporal, inProcess } = runs.get(target)!;
@@ -140,6 +170,7 @@ async function rowsFor(
         workerCpuUsPerEvent: cpuUs(temporal),
         inProcessCpuUsPerEvent: cpuUs(inProcess),
         machineCpuUsPerEvent: machineUs(temporal),
+        machineCpuPartsUsPerEvent: partsUs(temporal),
       };
     });
     rows.push({
@@ -155,6 +186,7 @@ async function rowsFor(
       workerCpuUsPerEvent: null,
       inProcessCpuUsPerEvent: cpuUs(minimal),
       machineCpuUsPerEvent: machineUs(minimal),
+      machineCpuPartsUsPerEvent: partsUs(minimal),
     });
     return { rows, eventsPerCheckpoint: Math.round(events / checkpoints) };
   } finally {
@@ -206,6 +238,7 @@ export async function runTemporalBench(ctx: BenchContext): Promise<void> {
       'process (Temporal SDK included) or the in-process run, per event. machine cpu = through Temporal, the worker +',
       "the replay database's backends (the bench's 2 polling connections included) + the reference server + the",
       "Temporal dev server; for the minimal consumer, its process + its database's backends + the reference server.",
+      'postgres / ref server / temporal server = those parts of machine cpu, per event.',
       describePostgresCpu(postgres),
       describeMachine(start, end),
       '',
@@ -222,6 +255,9 @@ export async function runTemporalBench(ctx: BenchContext): Promise<void> {
           'worker cpu µs/event',
           'in-process cpu µs/event',
           'machine cpu µs/event',
+          'postgres µs/event',
+          'ref server µs/event',
+          'temporal server µs/event',
         ],
         rows.map((r) => [
           r.checkpointEvery,
@@ -235,6 +271,9 @@ export async function runTemporalBench(ctx: BenchContext): Promise<void> {
           r.workerCpuUsPerEvent ?? '–',
           r.inProcessCpuUsPerEvent,
           r.machineCpuUsPerEvent ?? '–',
+          r.machineCpuPartsUsPerEvent.postgres ?? '–',
+          r.machineCpuPartsUsPerEvent.referenceServer ?? '–',
+          r.machineCpuPartsUsPerEvent.temporalServer ?? '–',
         ]),
       ),
       '',

@@ -87,12 +87,8 @@ export function foldPlans(plans: readonly CheckpointPlan[], read: ExistingRows):
     }
     const w = decision.writes;
     for (const r of w.receipts) {
-      receipts.set(r.eventId, {
-        contentHash: r.contentHash,
-        position: r.position,
-        ordinal: r.ordinal,
-        outcome: r.outcome,
-      });
+      // A receipt written is what the next plans read as saved: the same object, not a copy per event.
+      receipts.set(r.eventId, r);
       out.receipts.push(r);
     }
     for (const e of w.executions) {

@@ -399,10 +399,14 @@ function wellFormedTradeData(data: unknown): TradeData | undefined {
     isNonEmptyString(wallet) &&
     isNonEmptyString(txHash)
   ) {
+    // Exactly these keys in schema order (as the reference server writes them) is what zod returns: taken as is.
+    if (hasOwnKeysInOrder(data, TRADE_DATA_KEY_ORDER)) return data as TradeData;
     return { market, asset, side, price, size, wallet, txHash };
   }
   return undefined;
 }
+
+const TRADE_DATA_KEY_ORDER = ['market', 'asset', 'side', 'price', 'size', 'wallet', 'txHash'] as const;
 
 export function isSupportedKind(kind: string): kind is SupportedEventKind {
   return (SUPPORTED_EVENT_KINDS as readonly string[]).includes(kind);

@@ -207,6 +207,11 @@ export async function endTimedWindow(): Promise<void> {
   process.stdin.destroy();
 }
 
+/** BENCH_CPU_PROF=<dir>: each measured process writes a V8 CPU profile there (investigating, never in a result). */
+export function cpuProfileArgs(): string[] {
+  return process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_CPU_PROF] : [];
+}
+
 /**
  * Runs `bench/<script>` in a process of its own (its CPU time and peak RSS are its alone) with `env` added, and
  * resolves with the JSON of the last line it prints. `onLine` sees every line as it arrives: a run marks the
@@ -218,9 +223,7 @@ export function runBenchProcess<T>(
   env: Record<string, string>,
   onLine?: (line: string) => void,
 ): Promise<T> {
-  // BENCH_CPU_PROF=<dir>: each measured process writes a V8 CPU profile there (investigating, never in a result).
-  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_CPU_PROF] : [];
-  const child = spawn(process.execPath, [...profile, '--import', 'tsx', join(ROOT, 'bench', script)], {
+  const child = spawn(process.execPath, [...cpuProfileArgs(), '--import', 'tsx', join(ROOT, 'bench', script)], {
     cwd: ROOT,
     stdio: ['pipe', 'pipe', 'inherit'],
     env: { ...process.env, ...env },

@@ -20,7 +20,7 @@ import {
 } from '../workflows/definitions.js';
 import { backendsCpuMs, HAS_PROC, processCpuMs, type PostgresCpu } from './proc-cpu.js';
 import { API_KEY, probeHead, type Simulator } from './simulator-process.js';
-import { importFrom, withScratchDatabase, type Target } from './support.js';
+import { cpuProfileArgs, importFrom, withScratchDatabase, type Target } from './support.js';
 
 export const NAMESPACE = 'default';
 /** How often a replay's committed positions are polled: 10 ms is well under 1% of a timed replay. */
@@ -63,7 +63,7 @@ function spawnWorker(target: Target, env: Record<string, string>): WorkerProcess
 
 /** `node <args>` in `cwd`: a worker process that logs "worker running" once it polls. */
 export function spawnWorkerProcess(args: string[], cwd: string, env: Record<string, string>): WorkerProcess {
-  const child = spawn(process.execPath, args, {
+  const child = spawn(process.execPath, [...cpuProfileArgs(), ...args], {
     cwd,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -2,7 +2,7 @@
 // Every staged event is hashed, so this is on the streaming hot path: plain loops and string concatenation,
 // no per-object entry arrays or closures.
 import * as crypto from 'node:crypto';
-import type { StreamFilter, WireEvent } from './codec.js';
+import type { StreamFilter, TradeData, WireEvent } from './codec.js';
 
 export function canonicalJson(value: unknown): string {
   if (value === null || typeof value !== 'object') {
@@ -77,16 +77,28 @@ export function eventContentHash(event: EventContent): string {
 export function contentIdentityJson(event: EventContent): string {
   const { kind, entityId, revision, data } = event;
   if (isTradeShaped(data) && typeof kind === 'string' && typeof entityId === 'string' && Number.isFinite(revision)) {
-    return (
-      `{"data":{"asset":${jsonString(data.asset)},"market":${jsonString(data.market)},` +
-      `"price":${jsonString(data.price)},"side":${jsonString(data.side)},"size":${jsonString(data.size)},` +
-      `"txHash":${jsonString(data.txHash)},"wallet":${jsonString(data.wallet)}},` +
-      `"entityId":${jsonString(entityId)},"kind":${jsonString(kind)},"revision":${JSON.stringify(revision)}}`
-    );
+    return tradeIdentityJson(kind, entityId, revision, data);
   }
   return (
     `{"data":${canonicalJson(event.data)},"entityId":${canonicalJson(entityId)},` +
     `"kind":${canonicalJson(kind)},"revision":${canonicalJson(revision)}}`
+  );
+}
+
+/**
+ * eventContentHash of an event whose data is known to be of the trade shape (exactly its seven keys, all strings:
+ * the codec returned the parsed data itself as the trade), without checking the shape again.
+ */
+export function tradeContentHash(kind: string, entityId: string, revision: number, data: TradeData): string {
+  return CONTENT_IDENTITY_PREFIX + sha256Hex(tradeIdentityJson(kind, entityId, revision, data));
+}
+
+function tradeIdentityJson(kind: string, entityId: string, revision: number, data: TradeShape): string {
+  return (
+    `{"data":{"asset":${jsonString(data.asset)},"market":${jsonString(data.market)},` +
+    `"price":${jsonString(data.price)},"side":${jsonString(data.side)},"size":${jsonString(data.size)},` +
+    `"txHash":${jsonString(data.txHash)},"wallet":${jsonString(data.wallet)}},` +
+    `"entityId":${jsonString(entityId)},"kind":${jsonString(kind)},"revision":${JSON.stringify(revision)}}`
   );
 }
 

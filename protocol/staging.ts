@@ -2,7 +2,7 @@
 // (docs/protocol.md §3 and §5). Pure: the clock is injected. Staged items are kept in journal order
 // (position, ordinal) because the server delivers them that way and every frame is checked against the
 // previous one; observedAt is carried, never used for ordering.
-import { eventContentHash } from './canonical.js';
+import { eventContentHash, tradeContentHash } from './canonical.js';
 import { isSupportedKind, parseTradeData, type ServerFrameOf, type WireEvent } from './codec.js';
 import { ProtocolViolation } from './session-fence.js';
 import type { Binding, CheckpointPlan, EventDelivery, QualityNotice, StagedEvent, StartMode } from './types.js';
@@ -24,6 +24,7 @@ export function toStagedEvent(
   delivery: EventDelivery,
   receivedAt: number,
 ): StagedEvent {
+  const trade = isSupportedKind(event.kind) ? parseTradeData(event.kind, event.data) : null;
   return {
     position,
     ordinal: event.ordinal,
@@ -33,8 +34,12 @@ export function toStagedEvent(
     revision: event.revision,
     observedAt: event.observedAt,
     data: event.data,
-    trade: isSupportedKind(event.kind) ? parseTradeData(event.kind, event.data) : null,
-    contentHash: eventContentHash(event),
+    trade,
+    // Data the codec took as the trade itself is of the trade shape: its hash need not check that again.
+    contentHash:
+      trade !== null && (trade as object) === event.data
+        ? tradeContentHash(event.kind, event.entityId, event.revision, trade)
+        : eventContentHash(event),
     delivery,
     receivedAt,
   };

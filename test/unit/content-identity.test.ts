@@ -14,6 +14,7 @@ import {
 } from '../../protocol/canonical.js';
 import { decideCommit, noAlerts, type ExistingRows } from '../../domain/decide.js';
 import { correction, makePlan, trade } from '../../bench/fixtures.js';
+import { toStagedEvent } from '../../protocol/staging.js';
 import type { StagedEvent } from '../../protocol/types.js';
 
 const FENCE = { leaseEpoch: 1, version: 1 };
@@ -209,5 +210,37 @@ describe('decideCommit with content identity', () => {
       kind: 'conflict',
       eventId: 'ev-G',
     });
+  });
+});
+
+describe('toStagedEvent', () => {
+  // Valid trade data in the schema's key order is staged as parsed and hashed without the shape check: the hash
+  // must be the same as for the same data in any other order or with keys the trade does not read.
+  const validTrade = fc.record({
+    market: anyText.filter((t) => t.length > 0),
+    asset: anyText.filter((t) => t.length > 0),
+    side: fc.constantFrom('BUY', 'SELL'),
+    price: fc.constantFrom('0', '0.5', '1', '0.123456'),
+    size: fc.constantFrom('1', '2.5', '1000000.000001'),
+    wallet: anyText.filter((t) => t.length > 0),
+    txHash: anyText.filter((t) => t.length > 0),
+  });
+  const laidOut = fc
+    .tuple(validTrade, fc.boolean(), fc.option(fc.jsonValue(), { nil: undefined }))
+    .map(([data, reversed, extra]) => {
+      const entries = Object.entries(data);
+      const ordered = Object.fromEntries(reversed ? entries.reverse() : entries) as Record<string, unknown>;
+      if (extra !== undefined) ordered.note = extra;
+      return ordered;
+    });
+
+  it('hashes a trade or correction exactly as eventContentHash does, whatever the layout of its data', () => {
+    fc.assert(
+      fc.property(fc.constantFrom('trade', 'correction'), anyText, laidOut, (kind, entityId, data) => {
+        const wire = { ordinal: 1, eventId: 'e1', kind, entityId: entityId || 'x', revision: 2, observedAt: '', data };
+        expect(toStagedEvent(wire, 7, 'live', 0).contentHash).toBe(eventContentHash(wire));
+      }),
+      { numRuns: 2_000 },
+    );
   });
 });

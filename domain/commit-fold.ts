@@ -59,7 +59,8 @@ export function foldPlans(plans: readonly CheckpointPlan[], read: ExistingRows):
   const quarantine = new Map<string, ExistingQuarantine>(read.quarantine);
   const executions = new Map<string, ExecutionState>(read.executions);
   const existing: ExistingRows = { receipts, quarantine, executions };
-  const changed = new Set<string>();
+  /** every execution the run changed, at its latest state, in the order each first changed */
+  const changed = new Map<string, ExecutionState>();
   const deltas = new Map<string, { volume: Decimal; count: number }>();
   const notices = new Map<string, FoldedNotice>();
   const out: FoldedWrites = {
@@ -86,22 +87,26 @@ export function foldPlans(plans: readonly CheckpointPlan[], read: ExistingRows):
       break;
     }
     const w = decision.writes;
+    // What this plan wrote is what the later plans read as saved; the last plan has none after it.
+    const readLater = index < plans.length - 1;
     for (const r of w.receipts) {
-      // A receipt written is what the next plans read as saved: the same object, not a copy per event.
-      receipts.set(r.eventId, r);
+      // the same object, not a copy per event
+      if (readLater) receipts.set(r.eventId, r);
       out.receipts.push(r);
     }
     for (const e of w.executions) {
-      executions.set(e.entityId, e);
-      changed.add(e.entityId);
+      if (readLater) executions.set(e.entityId, e);
+      changed.set(e.entityId, e);
     }
     for (const q of w.quarantine) {
-      quarantine.set(q.eventId, {
-        contentHash: q.contentHash,
-        position: q.position,
-        ordinal: q.ordinal,
-        disposition: 'terminal',
-      });
+      if (readLater) {
+        quarantine.set(q.eventId, {
+          contentHash: q.contentHash,
+          position: q.position,
+          ordinal: q.ordinal,
+          disposition: 'terminal',
+        });
+      }
       out.quarantine.push(q);
     }
     out.revisions.push(...w.revisions);
@@ -123,7 +128,7 @@ export function foldPlans(plans: readonly CheckpointPlan[], read: ExistingRows):
     out.outboxed.push(w.outbox.length);
     out.count += 1;
   }
-  out.executions = [...changed].map((id) => executions.get(id)!);
+  out.executions = [...changed.values()];
   // A market some plan touched keeps its row even when the run's deltas cancel out, as one commit at a time would.
   for (const [market, d] of deltas) out.marketDeltas.push({ market, volume: formatDecimal(d.volume), count: d.count });
   out.quality = [...notices.values()];

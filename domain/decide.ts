@@ -201,7 +201,6 @@ class PlanWrites {
   readonly executions = new Map<string, ExecutionState>();
   readonly held: QuarantineWrite[] = [];
   readonly counts = { applied: 0, duplicates: 0, noEffect: 0, quarantined: 0, alerts: noAlerts() };
-  private readonly changed = new Set<string>();
   private readonly receipts: ReceiptWrite[] = [];
   private readonly revisions: RevisionWrite[] = [];
   private readonly deltas = new Map<string, { volume: ExactDecimal; count: number }>();
@@ -270,7 +269,6 @@ class PlanWrites {
     if (before) this.addDelta(before.market, negateExact(beforeNotional!), -1);
     this.addDelta(after.market, notional, 1);
     this.executions.set(event.entityId, after);
-    this.changed.add(event.entityId);
     if (before) this.revisions.push(superseded(before));
     const signal = this.alertRules === null ? null : whaleSignal(event, beforeNotional, notional, this.alertRules);
     if (signal !== null) {
@@ -299,7 +297,8 @@ class PlanWrites {
       kind: 'committed',
       writes: {
         receipts: this.receipts,
-        executions: [...this.changed].map((id) => this.executions.get(id)!),
+        // Only apply() sets them: in the order each entity first changed, at its last state.
+        executions: [...this.executions.values()],
         revisions: this.revisions,
         marketDeltas,
         quarantine: this.quarantine,

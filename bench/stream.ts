@@ -51,8 +51,11 @@ import {
 export const TRANSITIONS = Number(process.env.BENCH_TRANSITIONS ?? 100_000);
 /** BENCH_CHECKPOINT_EVERY=100 narrows a run while investigating. */
 const CHECKPOINT_EVERY = (process.env.BENCH_CHECKPOINT_EVERY ?? '10,100,1000').split(',').map(Number);
-/** Timed runs per consumer and row. */
-export const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+/**
+ * Timed runs per consumer and row. Three: on these machines two runs of the same tree half an hour apart differed
+ * by a tenth in their ratio to the minimal consumer, and a median of two is their mean.
+ */
+export const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 
 export interface StreamRow {
   checkpointEvery: number;

@@ -2,7 +2,7 @@
 // (BENCH_TRANSITIONS, default 100,000) with a checkpoint every 1,000 and every 10 batches, replayed from the floor
 // to its cut by ONE consumer, either as consumerWorkflow (from_floor) on one worker process of the tree with the
 // default settings, or in-process (a timed stream run: consumeStream alone in a process of its own), against the
-// same reference server, the modes and trees alternating over BENCH_ROUNDS rounds (default 2), and the minimal
+// same reference server, the modes and trees alternating over BENCH_ROUNDS rounds (default 3), and the minimal
 // consumer (bench/minimal-consumer.ts) once per round. What Temporal costs a consumer is the first ratio; how far
 // the whole pipeline is from the least a durable consumer must do, the second; the machine's CPU per event (from
 // /proc) says where it goes. Needs TEMPORAL_CLI. Writes bench/results/temporal.json and temporal.md.

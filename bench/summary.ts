@@ -311,8 +311,10 @@ function ratioTable(): string[] {
     ...(loaded
       ? [
           '',
-          '**The load average exceeded the core count during these runs: other work shared the machine, so every',
-          'figure, the anchors included, is slower than on a quiet machine; ratios hold better than absolutes.**',
+          "**The load average exceeded the core count during these runs.** The benches' own processes count toward it",
+          '(scale runs up to 50 consumers and two workers), so it does not prove that other work shared the machine;',
+          'where it did, every figure, the anchors included, is slower than on a quiet machine, and ratios hold better',
+          'than absolutes.',
         ]
       : []),
     '',

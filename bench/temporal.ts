@@ -45,15 +45,15 @@ interface Replay {
   cpuMs: number;
   machineCpuMs: number | null;
   /** where the machine's CPU went besides the consumer's process, ms (null where unread) */
-  parts: MachineCpuParts<number | null>;
+  parts: MachineCpuParts;
 }
 
-/** The machine's CPU besides the consumer's process: what each ratio's remainder is made of. */
-interface MachineCpuParts<T> {
-  postgres: T;
-  referenceServer: T;
+/** The machine's CPU besides the consumer's process: what each ratio's remainder is made of (null where unread). */
+interface MachineCpuParts {
+  postgres: number | null;
+  referenceServer: number | null;
   /** through Temporal only */
-  temporalServer: T;
+  temporalServer: number | null;
 }
 
 export interface TemporalRow {
@@ -79,7 +79,7 @@ export interface TemporalRow {
    */
   machineCpuUsPerEvent: number | null;
   /** the machine's CPU per event besides the consumer's process (medians; null where unread or not run) */
-  machineCpuPartsUsPerEvent: MachineCpuParts<number | null>;
+  machineCpuPartsUsPerEvent: MachineCpuParts;
 }
 
 async function rowsFor(
@@ -147,7 +147,7 @@ async function rowsFor(
     const usPerEvent = (values: (number | null)[]) =>
       values.some((v) => v === null) ? null : round(median(values.map((v) => (v! * 1000) / events)));
     const machineUs = (replays: Replay[]) => usPerEvent(replays.map((x) => x.machineCpuMs));
-    const partsUs = (replays: Replay[]): MachineCpuParts<number | null> => ({
+    const partsUs = (replays: Replay[]): MachineCpuParts => ({
       postgres: usPerEvent(replays.map((x) => x.parts.postgres)),
       referenceServer: usPerEvent(replays.map((x) => x.parts.referenceServer)),
       temporalServer: usPerEvent(replays.map((x) => x.parts.temporalServer)),

@@ -37,7 +37,7 @@ export function toStagedEvent(
     trade,
     // Data the codec took as the trade itself is of the trade shape: its hash need not check that again.
     contentHash:
-      trade !== null && (trade as object) === event.data
+      trade !== null && trade === event.data
         ? tradeContentHash(event.kind, event.entityId, event.revision, trade)
         : eventContentHash(event),
     delivery,

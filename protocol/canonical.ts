@@ -2,7 +2,7 @@
 // Every staged event is hashed, so this is on the streaming hot path: plain loops and string concatenation,
 // no per-object entry arrays or closures.
 import * as crypto from 'node:crypto';
-import type { StreamFilter, TradeData, WireEvent } from './codec.js';
+import type { StreamFilter, WireEvent } from './codec.js';
 
 export function canonicalJson(value: unknown): string {
   if (value === null || typeof value !== 'object') {
@@ -37,12 +37,17 @@ export function canonicalJson(value: unknown): string {
 }
 
 // One-shot crypto.hash (Node >= 20.12) skips the Hash object; older Node 20 falls back to createHash.
-const oneShotHash = (crypto as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash;
+const oneShotHash = (crypto as { hash?: (algorithm: string, data: string | Uint8Array, encoding: 'hex') => string })
+  .hash;
 
 export function sha256Hex(text: string): string {
   return oneShotHash
     ? oneShotHash('sha256', text, 'hex')
     : crypto.createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+function sha256HexOfBytes(bytes: Uint8Array): string {
+  return oneShotHash ? oneShotHash('sha256', bytes, 'hex') : crypto.createHash('sha256').update(bytes).digest('hex');
 }
 
 /** `"sha256:" + hex SHA-256 of the filter's canonical JSON`. */
@@ -64,6 +69,10 @@ export const CONTENT_IDENTITY_PREFIX = 'v2:';
  * revision, data}). Same eventId + same identity is a duplicate, a different one a conflict.
  */
 export function eventContentHash(event: EventContent): string {
+  const { kind, entityId, revision, data } = event;
+  if (isTradeShaped(data) && typeof kind === 'string' && typeof entityId === 'string' && Number.isFinite(revision)) {
+    return tradeContentHash(kind, entityId, revision, data);
+  }
   return CONTENT_IDENTITY_PREFIX + sha256Hex(contentIdentityJson(event));
 }
 
@@ -87,10 +96,18 @@ export function contentIdentityJson(event: EventContent): string {
 
 /**
  * eventContentHash of an event whose data is known to be of the trade shape (exactly its seven keys, all strings:
- * the codec returned the parsed data itself as the trade), without checking the shape again.
+ * the codec returned the parsed data itself as the trade), without checking the shape again. Its canonical JSON is
+ * hashed from bytes written into one reused buffer when every string is ASCII that JSON leaves as is (a
+ * stream's ids, decimals and hex are): building it as a string instead allocated about 1.5 KB per event (the pieces
+ * of the concatenation, then their flattened copy), a third of all the staging path allocates.
  */
-export function tradeContentHash(kind: string, entityId: string, revision: number, data: TradeData): string {
-  return CONTENT_IDENTITY_PREFIX + sha256Hex(tradeIdentityJson(kind, entityId, revision, data));
+export function tradeContentHash(kind: string, entityId: string, revision: number, data: TradeShape): string {
+  const length = writeTradeIdentity(kind, entityId, revision, data);
+  const digest =
+    length < 0
+      ? sha256Hex(tradeIdentityJson(kind, entityId, revision, data))
+      : sha256HexOfBytes(identityBytes.subarray(0, length));
+  return CONTENT_IDENTITY_PREFIX + digest;
 }
 
 function tradeIdentityJson(kind: string, entityId: string, revision: number, data: TradeShape): string {
@@ -109,6 +126,90 @@ const ESCAPED_IN_JSON = /["\\\u0000-\u001f\ud800-\udfff]/;
 /** JSON.stringify(text): quoted as is when nothing in it needs escaping, the common case. */
 function jsonString(text: string): string {
   return ESCAPED_IN_JSON.test(text) ? JSON.stringify(text) : `"${text}"`;
+}
+
+// The trade identity's fixed parts, before each of its values and after the last, as bytes.
+const ascii = (text: string) => Uint8Array.from(text, (c) => c.charCodeAt(0));
+const BEFORE_ASSET = ascii('{"data":{"asset":"');
+const BEFORE_MARKET = ascii('","market":"');
+const BEFORE_PRICE = ascii('","price":"');
+const BEFORE_SIDE = ascii('","side":"');
+const BEFORE_SIZE = ascii('","size":"');
+const BEFORE_TX_HASH = ascii('","txHash":"');
+const BEFORE_WALLET = ascii('","wallet":"');
+const BEFORE_ENTITY_ID = ascii('"},"entityId":"');
+const BEFORE_KIND = ascii('","kind":"');
+const BEFORE_REVISION = ascii('","revision":');
+const AFTER_REVISION = ascii('}');
+const IDENTITY_PARTS_LENGTH = [
+  BEFORE_ASSET,
+  BEFORE_MARKET,
+  BEFORE_PRICE,
+  BEFORE_SIDE,
+  BEFORE_SIZE,
+  BEFORE_TX_HASH,
+  BEFORE_WALLET,
+  BEFORE_ENTITY_ID,
+  BEFORE_KIND,
+  BEFORE_REVISION,
+  AFTER_REVISION,
+].reduce((n, part) => n + part.length, 0);
+
+/** Reused by every trade identity written (one at a time: nothing awaits in between); grown when one does not fit. */
+let identityBytes = new Uint8Array(1024);
+
+/**
+ * Writes the trade identity's canonical JSON into identityBytes as UTF-8 and returns its length; -1, with nothing
+ * to use, if a string holds a character JSON escapes or one outside ASCII (the string path handles those).
+ */
+function writeTradeIdentity(kind: string, entityId: string, revision: number, data: TradeShape): number {
+  // JSON.stringify of a finite number is its String.
+  const rev = String(revision);
+  const { asset, market, price, side, size, txHash, wallet } = data;
+  const needed =
+    IDENTITY_PARTS_LENGTH +
+    asset.length +
+    market.length +
+    price.length +
+    side.length +
+    size.length +
+    txHash.length +
+    wallet.length +
+    entityId.length +
+    kind.length +
+    rev.length;
+  if (needed > identityBytes.length) identityBytes = new Uint8Array(needed * 2);
+  const b = identityBytes;
+  let at = 0;
+  // Unrolled, with no array of the values: this runs once per event.
+  if ((at = writeAscii(b, writePart(b, at, BEFORE_ASSET), asset)) < 0) return -1;
+  if ((at = writeAscii(b, writePart(b, at, BEFORE_MARKET), market)) < 0) return -1;
+  if ((at = writeAscii(b, writePart(b, at, BEFORE_PRICE), price)) < 0) return -1;
+  if ((at = writeAscii(b, writePart(b, at, BEFORE_SIDE), side)) < 0) return -1;
+  if ((at = writeAscii(b, writePart(b, at, BEFORE_SIZE), size)) < 0) return -1;
+  if ((at = writeAscii(b, writePart(b, at, BEFORE_TX_HASH), txHash)) < 0) return -1;
+  if ((at = writeAscii(b, writePart(b, at, BEFORE_WALLET), wallet)) < 0) return -1;
+  if ((at = writeAscii(b, writePart(b, at, BEFORE_ENTITY_ID), entityId)) < 0) return -1;
+  if ((at = writeAscii(b, writePart(b, at, BEFORE_KIND), kind)) < 0) return -1;
+  if ((at = writeAscii(b, writePart(b, at, BEFORE_REVISION), rev)) < 0) return -1;
+  return writePart(b, at, AFTER_REVISION);
+}
+
+function writePart(bytes: Uint8Array, at: number, part: Uint8Array): number {
+  bytes.set(part, at);
+  return at + part.length;
+}
+
+/** `text` as one byte per character at `at`; the end, or -1 if a character is not ASCII JSON leaves as is. */
+function writeAscii(bytes: Uint8Array, at: number, text: string): number {
+  let end = at;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    // no control character, quote, backslash or non-ASCII: JSON.stringify writes the rest as is, one byte each
+    if (c < 0x20 || c > 0x7f || c === 0x22 || c === 0x5c) return -1;
+    bytes[end++] = c;
+  }
+  return end;
 }
 
 type TradeShape = Record<(typeof TRADE_KEY_NAMES)[number], string>;

@@ -287,16 +287,16 @@ export function eventIdOf(seed: number, seq: number): string {
 /** A generated transition's events as `append` writes them: ordinals, and eventIds after `eventSeq`. */
 export function generatedContent(next: NewTransition, eventSeq: number, seed: number): TransitionContent {
   let seq = eventSeq;
-  // Built field by field, in the order a spread of the generated event would give: a spread cost more than the
-  // rest of generating the event.
+  // Built field by field (a spread cost more than the rest of generating the event), in append's order: the order
+  // docs/protocol.md lists them.
   const events = next.events.map((e, i): JournalEvent => ({
+    ordinal: i + 1,
+    eventId: eventIdOf(seed, (seq += 1)),
     kind: e.kind,
     entityId: e.entityId,
     revision: e.revision,
     observedAt: e.observedAt,
     data: e.data,
-    ordinal: i + 1,
-    eventId: eventIdOf(seed, (seq += 1)),
   }));
   return { events, quality: next.quality ?? [] };
 }

@@ -222,7 +222,16 @@ export class Journal {
     const position = this.headPosition + 1;
     const events = input.events.map((e, i): JournalEvent => {
       const eventId = e.eventId ?? this.nextEventId();
-      return { ...e, ordinal: i + 1, eventId };
+      // Fields in the order docs/protocol.md lists them, as a consumer's decoder expects them first.
+      return {
+        ordinal: i + 1,
+        eventId,
+        kind: e.kind,
+        entityId: e.entityId,
+        revision: e.revision,
+        observedAt: e.observedAt,
+        data: e.data,
+      };
     });
     return this.publish({ position, events, quality: input.quality ?? [] }, { redelivery: false });
   }

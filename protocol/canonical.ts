@@ -1,6 +1,6 @@
 // Canonical JSON and the hashes docs/protocol.md defines on it: keys sorted, no whitespace, arrays kept in order.
-// Every staged event is hashed, so this is on the streaming hot path: plain loops and string concatenation,
-// no per-object entry arrays or closures.
+// Every staged event is hashed, so this is on the streaming hot path: plain loops, no per-object entry arrays or
+// closures, and a trade's identity written as bytes.
 import * as crypto from 'node:crypto';
 import type { StreamFilter, WireEvent } from './codec.js';
 
@@ -77,55 +77,30 @@ export function eventContentHash(event: EventContent): string {
 }
 
 /**
- * canonicalJson({kind, entityId, revision, data}) without sorting per event. For data of the trade shape (exactly
- * its seven keys, all strings) the canonical bytes are written straight out, keys in their sorted order (data:
- * asset, market, price, side, size, txHash, wallet; then entityId, kind, revision): rebuilding the objects for one
- * JSON.stringify cost three times as much. Any other data goes through the generic canonicalJson. A property test
- * holds both to canonicalJson.
+ * canonicalJson({kind, entityId, revision, data}), its four keys written in their sorted order. Trade-shaped content
+ * is hashed from bytes (tradeContentHash) and comes here only when a string needs JSON's escaping or is not ASCII.
  */
 export function contentIdentityJson(event: EventContent): string {
-  const { kind, entityId, revision, data } = event;
-  if (isTradeShaped(data) && typeof kind === 'string' && typeof entityId === 'string' && Number.isFinite(revision)) {
-    return tradeIdentityJson(kind, entityId, revision, data);
-  }
   return (
-    `{"data":${canonicalJson(event.data)},"entityId":${canonicalJson(entityId)},` +
-    `"kind":${canonicalJson(kind)},"revision":${canonicalJson(revision)}}`
+    `{"data":${canonicalJson(event.data)},"entityId":${canonicalJson(event.entityId)},` +
+    `"kind":${canonicalJson(event.kind)},"revision":${canonicalJson(event.revision)}}`
   );
 }
 
 /**
  * eventContentHash of an event whose data is known to be of the trade shape (exactly its seven keys, all strings:
  * the codec returned the parsed data itself as the trade), without checking the shape again. Its canonical JSON is
- * hashed from bytes written into one reused buffer when every string is ASCII that JSON leaves as is (a
- * stream's ids, decimals and hex are): building it as a string instead allocated about 1.5 KB per event (the pieces
- * of the concatenation, then their flattened copy), a third of all the staging path allocates.
+ * hashed from bytes written into one reused buffer when every string is ASCII that JSON leaves as is (a stream's ids,
+ * decimals and hex are): building it as a string instead allocated about 1.5 KB per event (the pieces of the
+ * concatenation, then their flattened copy), a third of all the staging path allocates.
  */
 export function tradeContentHash(kind: string, entityId: string, revision: number, data: TradeShape): string {
   const length = writeTradeIdentity(kind, entityId, revision, data);
   const digest =
     length < 0
-      ? sha256Hex(tradeIdentityJson(kind, entityId, revision, data))
+      ? sha256Hex(contentIdentityJson({ kind, entityId, revision, data }))
       : sha256HexOfBytes(identityBytes.subarray(0, length));
   return CONTENT_IDENTITY_PREFIX + digest;
-}
-
-function tradeIdentityJson(kind: string, entityId: string, revision: number, data: TradeShape): string {
-  return (
-    `{"data":{"asset":${jsonString(data.asset)},"market":${jsonString(data.market)},` +
-    `"price":${jsonString(data.price)},"side":${jsonString(data.side)},"size":${jsonString(data.size)},` +
-    `"txHash":${jsonString(data.txHash)},"wallet":${jsonString(data.wallet)}},` +
-    `"entityId":${jsonString(entityId)},"kind":${jsonString(kind)},"revision":${JSON.stringify(revision)}}`
-  );
-}
-
-/** Characters JSON.stringify escapes (quote, backslash, controls) or may (any surrogate: a lone one is escaped). */
-// eslint-disable-next-line no-control-regex -- the control characters are exactly what JSON escapes
-const ESCAPED_IN_JSON = /["\\\u0000-\u001f\ud800-\udfff]/;
-
-/** JSON.stringify(text): quoted as is when nothing in it needs escaping, the common case. */
-function jsonString(text: string): string {
-  return ESCAPED_IN_JSON.test(text) ? JSON.stringify(text) : `"${text}"`;
 }
 
 // The trade identity's fixed parts, before each of its values and after the last, as bytes.

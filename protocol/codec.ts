@@ -1,7 +1,11 @@
-// The only module that knows the wire: every frame name and field name of docs/protocol.md lives here.
+// The only module that knows the wire: every frame name and field name of docs/protocol.md lives here (with
+// codec-filter.ts, its zod-free part that workflow code runs too).
 // Decoding turns a WebSocket text message into a typed frame or a WireError that names the frame type,
 // the field and the reason. A real provider schema with other spellings is dropped in here alone.
 import { z } from 'zod';
+import { checkFilter, DECIMAL_MESSAGE, DECIMAL_PATTERN } from './codec-filter.js';
+
+export type { StreamFilter } from './codec-filter.js';
 
 export const PROTOCOL_NAME = 'whalehunt.stream/1';
 export const WIRE_VERSION = 1;
@@ -25,9 +29,7 @@ export class WireError extends Error {
 
 const positiveInt = z.number().int().positive();
 const nonNegativeInt = z.number().int().nonnegative();
-/** A decimal in plain notation: no exponent, no sign for our money fields. */
-const DECIMAL_PATTERN = /^\d+(\.\d+)?$/;
-const decimalString = z.string().regex(DECIMAL_PATTERN, 'must be a non-negative decimal string such as "0.42"');
+const decimalString = z.string().regex(DECIMAL_PATTERN, DECIMAL_MESSAGE);
 const priceString = decimalString.refine((s) => Number(s) <= 1, 'price must be within 0..1');
 const nonEmpty = z.string().min(1);
 
@@ -83,15 +85,13 @@ const errorCodeSchema = z.enum([
 const mappingSchema = z.object({ market: nonEmpty, outcome: nonEmpty });
 const qualityScopeSchema = z.object({ scope: nonEmpty, state: qualityStateSchema, lastPosition: nonNegativeInt });
 
-export const filterSchema = z
-  .object({
-    kinds: z.array(nonEmpty).optional(),
-    markets: z.array(nonEmpty).optional(),
-    wallets: z.array(nonEmpty).optional(),
-    minNotional: decimalString.optional(),
-  })
-  .strict();
-export type StreamFilter = z.infer<typeof filterSchema>;
+/** The filter as zod sees it: the one check of codec-filter.ts, so that frames and workflows agree. */
+export const filterSchema = z.unknown().transform((value, ctx) => {
+  const checked = checkFilter(value);
+  if (checked.ok) return checked.filter;
+  for (const { path, message } of checked.problems) ctx.addIssue({ code: 'custom', path, message });
+  return z.NEVER;
+});
 
 export const serverFrameSchema = z.discriminatedUnion('type', [
   z.object({

@@ -86,6 +86,15 @@ describe('dist/', () => {
   });
 });
 
+describe('dist/workflow-bundle.js', () => {
+  // What the workflow thread loads, every byte of it resident in the worker (issue 22's memory bound).
+  const bundle = () => readFileSync(join(PACKAGE_ROOT, 'dist/workflow-bundle.js'), 'utf8');
+
+  it('holds no zod: operator input is checked by hand in the workflow', () => {
+    expect(bundle()).not.toMatch(/node_modules\/zod\//);
+  });
+});
+
 describe('the staleness check', () => {
   it('names what changed since the build: an edited, an added or a removed input; a missing bundle or manifest', () => {
     const root = scratch();

@@ -14,6 +14,7 @@ import {
   hashInputs,
   PACKAGE_ROOT,
   WORKFLOW_BUNDLE_FILE,
+  WORKFLOW_BUNDLER_OPTIONS,
   type BuildManifest,
 } from '../worker/build-info.js';
 
@@ -47,6 +48,7 @@ async function build(args: string[]): Promise<number> {
 
   const { code } = await bundleWorkflowCode({
     workflowsPath: join(DIST_DIR, 'workflows/index.js'),
+    ...WORKFLOW_BUNDLER_OPTIONS,
     logger: bundlerLogger,
   });
   writeFileSync(WORKFLOW_BUNDLE_FILE, code);

@@ -7,7 +7,7 @@ import type pg from 'pg';
 import { createActivities, type Activities, type ActivityDeps } from '../activities/index.js';
 import type { ConsumeStreamLog } from '../activities/stream-ports.js';
 import { leaseTaskQueue } from '../workflows/definitions.js';
-import { COMPILED, PACKAGE_ROOT, WORKFLOW_BUNDLE_FILE } from './build-info.js';
+import { COMPILED, PACKAGE_ROOT, WORKFLOW_BUNDLE_FILE, WORKFLOW_BUNDLER_OPTIONS } from './build-info.js';
 import type { WorkerConfig } from './config.js';
 import { JsonLogger } from './logger.js';
 
@@ -85,11 +85,14 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Consum
     // timeout; with it a pause or a rebind's cancellation reaches the run as fast.
     maxHeartbeatThrottleInterval: config.stream.heartbeatEveryMs,
   };
+  const code = workflowCode(options);
   const worker = await Worker.create({
     connection: options.connection,
     namespace: config.temporal.namespace,
     taskQueue: config.taskQueue,
-    ...workflowCode(options),
+    ...code,
+    // The SDK bundles workflowsPath as it starts; a prebuilt bundle was bundled with them already.
+    ...('workflowsPath' in code ? { bundlerOptions: WORKFLOW_BUNDLER_OPTIONS } : {}),
     // consumeStream stays here for executions whose history ran leases on this queue (before the lease queue).
     activities: allActivities,
     maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,

@@ -15,6 +15,7 @@ import type { ProvidedContext } from 'vitest';
 import type { TestProject } from 'vitest/node';
 import { consumerIdSearchAttribute, kindSearchAttribute, phaseSearchAttribute } from '../../workflows/definitions.js';
 import { freePort } from '../../scripts/free-port.js';
+import { WORKFLOW_BUNDLER_OPTIONS } from '../../worker/build-info.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -141,7 +142,11 @@ async function bundleProjectWorkflows(tempDir: string): Promise<{ path: string |
   if (!existsSync(workflowsPath)) return { path: null, error: `${workflowsPath} does not exist` };
   const startedAt = performance.now();
   try {
-    const { code } = await bundleWorkflowCode({ workflowsPath, logger: quietBundlerLogger });
+    const { code } = await bundleWorkflowCode({
+      workflowsPath,
+      ...WORKFLOW_BUNDLER_OPTIONS,
+      logger: quietBundlerLogger,
+    });
     const path = join(tempDir, 'workflow-bundle.js');
     await writeFile(path, code);
     console.info(`[e2e] bundled workflows/index.ts in ${Math.round(performance.now() - startedAt)} ms`);

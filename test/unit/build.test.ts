@@ -90,6 +90,19 @@ describe('dist/workflow-bundle.js', () => {
   // What the workflow thread loads, every byte of it resident in the worker (issue 22's memory bound).
   const bundle = () => readFileSync(join(PACKAGE_ROOT, 'dist/workflow-bundle.js'), 'utf8');
 
+  it('maps stack traces to our sources without carrying the sources', () => {
+    const text = bundle();
+    // Read as the SDK reads it (worker.js extractSourceMap): the last inline map, after its 'base64,'.
+    const comment = text.lastIndexOf('//# sourceMappingURL=data:');
+    const base64 = text.slice(text.indexOf('base64,', comment) + 'base64,'.length).trim();
+    const map = JSON.parse(Buffer.from(base64, 'base64').toString('utf8')) as {
+      sources: string[];
+      sourcesContent?: unknown;
+    };
+    expect(map.sources.some((source) => source.endsWith('workflows/consumer.js'))).toBe(true);
+    expect(map.sourcesContent).toBeUndefined();
+  });
+
   it('holds no zod: operator input is checked by hand in the workflow', () => {
     expect(bundle()).not.toMatch(/node_modules\/zod\//);
   });

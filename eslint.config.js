@@ -63,6 +63,10 @@ function upwardImports(room) {
   };
 }
 
+/** Why workflow code checks its input by hand (workflows/validation.ts, protocol/codec-filter.ts). */
+const ZOD_IN_WORKFLOWS =
+  'zod (codec.ts loads it) in the workflow bundle costs the worker ~17 MiB of resident memory: import types only.';
+
 /**
  * Node built-ins and I/O libraries: refused where code must stay deterministic and free of I/O.
  * @param {string} why
@@ -128,9 +132,10 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         {
-          paths: noNodeOrIo('Workflow code is deterministic'),
+          paths: [...noNodeOrIo('Workflow code is deterministic'), { name: 'zod', message: ZOD_IN_WORKFLOWS }],
           patterns: [
             upwardImports('workflows'),
+            { group: ['../protocol/codec.js'], message: ZOD_IN_WORKFLOWS, allowTypeImports: true },
             {
               group: ['../activities/*', '!../activities/types*'],
               message: 'Import activities as types only (from activities/types).',

@@ -65,7 +65,7 @@ function upwardImports(room) {
 
 /** Why workflow code checks its input by hand (workflows/validation.ts, protocol/codec-filter.ts). */
 const ZOD_IN_WORKFLOWS =
-  'zod (codec.ts loads it) in the workflow bundle costs the worker ~17 MiB of resident memory: import types only.';
+  'zod (codec.ts loads it) in the workflow bundle costs the worker ~16 MiB of resident memory: import types only.';
 
 /**
  * Node built-ins and I/O libraries: refused where code must stay deterministic and free of I/O.

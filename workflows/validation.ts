@@ -1,6 +1,6 @@
 // Synchronous validation of operator input, shared by update validators (which reject before anything
 // reaches history) and signal handlers (which cannot reject, so they ignore and report). Hand-written rather
-// than zod: these few checks are all the workflow bundle needs, and zod in it costs the worker ~17 MiB of
+// than zod: these few checks are all the workflow bundle needs, and zod in it costs the worker ~16 MiB of
 // resident memory (issue 22).
 import { ApplicationFailure } from '@temporalio/common';
 import { BINDING_DECISIONS, GAP_DECISIONS, QUARANTINE_DECISIONS } from '../domain/decisions.js';

@@ -21,6 +21,22 @@ export interface InputProblem {
   message: string;
 }
 
+/** A JSON object: not null, not an array. */
+export function isJsonObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** A problem at `path`.index for each item of `list` that is not a non-empty string. */
+export function blankNameProblems(list: unknown[], path: (string | number)[]): InputProblem[] {
+  const problems: InputProblem[] = [];
+  list.forEach((item, index) => {
+    if (typeof item !== 'string' || item.length === 0) {
+      problems.push({ path: [...path, index], message: 'must be a non-empty string' });
+    }
+  });
+  return problems;
+}
+
 const LIST_KEYS = ['kinds', 'markets', 'wallets'] as const;
 const FILTER_KEYS: readonly string[] = [...LIST_KEYS, 'minNotional'];
 
@@ -31,10 +47,10 @@ export type FilterCheck = { ok: true; filter: StreamFilter } | { ok: false; prob
  * problem it has. Unknown keys are refused, not dropped: a misspelt key would otherwise widen the subscription.
  */
 export function checkFilter(value: unknown): FilterCheck {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+  if (!isJsonObject(value)) {
     return { ok: false, problems: [{ path: [], message: 'must be an object such as {"markets":["0x…"]}' }] };
   }
-  const record = value as Record<string, unknown>;
+  const record = value;
   const problems: InputProblem[] = [];
   const unknown = Object.keys(record).filter((key) => !FILTER_KEYS.includes(key));
   if (unknown.length > 0) {
@@ -49,11 +65,7 @@ export function checkFilter(value: unknown): FilterCheck {
       problems.push({ path: [key], message: 'must be a list of non-empty strings' });
       continue;
     }
-    list.forEach((item, index) => {
-      if (typeof item !== 'string' || item.length === 0) {
-        problems.push({ path: [key, index], message: 'must be a non-empty string' });
-      }
-    });
+    problems.push(...blankNameProblems(list, [key]));
     filter[key] = [...(list as string[])];
   }
   const minNotional = record.minNotional;

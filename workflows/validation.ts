@@ -4,7 +4,7 @@
 // resident memory (issue 22).
 import { ApplicationFailure } from '@temporalio/common';
 import { BINDING_DECISIONS, GAP_DECISIONS, QUARANTINE_DECISIONS } from '../domain/decisions.js';
-import { checkFilter, type InputProblem } from '../protocol/codec-filter.js';
+import { blankNameProblems, checkFilter, isJsonObject, type InputProblem } from '../protocol/codec-filter.js';
 import type { BindingResolution, GapResolution, QuarantineResolution, RebindRequest } from './definitions.js';
 
 /**
@@ -25,9 +25,8 @@ class InputReader {
   private readonly record: Record<string, unknown>;
 
   constructor(value: unknown) {
-    const isRecord = typeof value === 'object' && value !== null && !Array.isArray(value);
-    if (!isRecord) this.problems.push({ path: [], message: 'must be an object' });
-    this.record = isRecord ? (value as Record<string, unknown>) : {};
+    if (!isJsonObject(value)) this.problems.push({ path: [], message: 'must be an object' });
+    this.record = isJsonObject(value) ? value : {};
   }
 
   /** A field as given, for a check of its own. */
@@ -68,11 +67,7 @@ class InputReader {
       return undefined;
     }
     if (value.length === 0) this.problems.push({ path: [key], message: empty });
-    value.forEach((item, index) => {
-      if (typeof item !== 'string' || item.length === 0) {
-        this.problems.push({ path: [key, index], message: 'must be a non-empty string' });
-      }
-    });
+    this.problems.push(...blankNameProblems(value, [key]));
     return [...(value as string[])];
   }
 

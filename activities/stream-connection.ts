@@ -27,6 +27,13 @@ const MAX_QUEUED_FRAMES = 1_024;
 /** Events of the waiting checkpoints one commit covers at most (a single larger checkpoint goes alone). */
 const MAX_RUN_EVENTS = 2_000;
 
+/**
+ * While a commit is in flight, frame handling yields to the event loop after this long, so that the commit's answer
+ * is taken (and the next run sent) within a few ms instead of after the whole backlog of frames: the commits are the
+ * replay's bottleneck, and waiting behind a backlog left Postgres idle more than half the time.
+ */
+const COMMIT_YIELD_MS = 4;
+
 export type ConnectionEnd =
   | { kind: 'outcome'; outcome: ConsumeOutcome }
   | { kind: 'throw'; error: Error }
@@ -78,6 +85,8 @@ export class StreamConnection {
   #waitingEvents = 0;
   /** The commit loop while it runs: it takes everything waiting, commits it, ACKs it, until nothing waits. */
   #committing: Promise<void> | null = null;
+  /** The loop's current run of checkpoints while it commits (settles, never rejects, when that run is done). */
+  #committingRun: Promise<void> | null = null;
   /**
    * A commit on this connection moved the committed position forward (the run's reconnect count starts over).
    * Re-committing the same position is not progress (docs/protocol.md §6): a fault that recurs on every session
@@ -180,8 +189,14 @@ export class StreamConnection {
   async #drain(): Promise<void> {
     this.#draining = true;
     try {
+      let sliceStart = performance.now();
       for (let task = this.#tasks.shift(); task !== undefined; task = this.#tasks.shift()) {
         if (this.#result || !this.#isActive()) continue;
+        if (this.#committingRun !== null && performance.now() - sliceStart > COMMIT_YIELD_MS) {
+          await new Promise<void>((resolve) => setImmediate(resolve));
+          sliceStart = performance.now();
+          if (this.#result || !this.#isActive()) continue;
+        }
         const waiting = task();
         if (waiting !== undefined) await waiting;
       }
@@ -284,16 +299,17 @@ export class StreamConnection {
 
   /**
    * Hands a complete checkpoint to the commit loop, starting it if idle. Frame handling goes on meanwhile, except
-   * when more than the staging bound of events waits uncommitted (memory), and after a rebinding start's
-   * checkpoint (its connection ends with that commit).
+   * when more than the staging bound of events waits uncommitted (memory): then it waits for the run in flight,
+   * and the next checkpoint checks the bound again (waiting for the whole loop to drain would leave the commits
+   * idle while the next checkpoints are decoded). After a rebinding start's checkpoint it waits for the loop (its
+   * connection ends with that commit).
    */
   #commit(plan: CheckpointPlan): Promise<void> | undefined {
     this.#waiting.push(plan);
     this.#waitingEvents += plan.events.length;
     this.#kickCommits();
-    if (this.current.returnsRebound || this.#waitingEvents > this.deps.config.staging.maxEvents) {
-      return this.#committing ?? undefined;
-    }
+    if (this.current.returnsRebound) return this.#committing ?? undefined;
+    if (this.#waitingEvents > this.deps.config.staging.maxEvents) return this.#committingRun ?? undefined;
   }
 
   /** Starts the commit loop when checkpoints wait and none is running (again when it ended as one arrived). */
@@ -318,7 +334,16 @@ export class StreamConnection {
           events += this.#waiting[take++]!.events.length;
         const plans = this.#waiting.splice(0, take);
         this.#waitingEvents -= events;
-        await this.#commitRun(plans);
+        const run = this.#commitRun(plans);
+        this.#committingRun = run.then(
+          () => undefined,
+          () => undefined,
+        );
+        try {
+          await run;
+        } finally {
+          this.#committingRun = null;
+        }
       }
     } catch (error) {
       this.#end({ kind: 'throw', error: error instanceof Error ? error : new Error(String(error)) });

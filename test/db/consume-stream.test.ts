@@ -412,6 +412,64 @@ describe('consumeStream stops and failures', () => {
     expect(s.rejectedAcks).toEqual([]);
   });
 
+  it('holds at most twice the staging bound uncommitted while the commits lag behind the frames', async () => {
+    const s = await server({ journal: journal(200) });
+    const maxEvents = 30;
+    // Events of the journal up to each position, and the most one checkpoint (5 transitions) can hold.
+    const upTo = new Map<number, number>([[0, 0]]);
+    let total = 0;
+    let perTransition = 0;
+    for (let i = 0; s.journal.at(i); i += 1) {
+      const transition = s.journal.at(i)!;
+      total += transition.events.length;
+      perTransition = Math.max(perTransition, transition.events.length);
+      upTo.set(transition.position, total);
+    }
+    const largestCheckpoint = 5 * perTransition;
+    let staged = 0;
+    let committed = 0;
+    let mostUncommitted = 0;
+    let armed = false;
+    // A commit starts only once more than the bound waits behind it (or everything was staged): the database lags.
+    let lagged: () => void = () => undefined;
+    const lagging = () =>
+      new Promise<void>((resolve) => {
+        lagged = resolve;
+        if (staged - committed > maxEvents || staged === total) resolve();
+      });
+    const run = makeRun(db.pool, s, 'c-lag', {
+      store: {
+        acquireLease: (id, options) => acquireLease(db.pool, id, options),
+        async commitCheckpoints(plans: readonly CheckpointPlan[]) {
+          if (armed) await lagging();
+          return commitCheckpoints(db.pool, plans);
+        },
+      },
+      hooks: {
+        afterStage: (position) => {
+          staged = upTo.get(position)!;
+          mostUncommitted = Math.max(mostUncommitted, staged - committed);
+          if (staged - committed > maxEvents || staged === total) lagged();
+        },
+        afterCommit: (position) => {
+          committed = upTo.get(position)!;
+        },
+      },
+    });
+    run.deps.config.staging = { maxEvents, maxBytes: 1_000_000, maxAgeMs: 60_000 };
+    await run.consume({ mode: 'from_floor', filter: everything });
+    armed = true;
+    expect((await resumeToHead(run, s, 'c-lag')).kind).toBe('cancelled');
+
+    // Staging (one checkpoint), the waiting checkpoints (the bound and the one that crossed it) and the run in
+    // flight (what waited when it started); more than the bound shows the commits did lag.
+    expect(mostUncommitted).toBeGreaterThan(maxEvents);
+    expect(mostUncommitted).toBeLessThanOrEqual(2 * maxEvents + 3 * largestCheckpoint);
+    expect(acksOf(s, 'c-lag')).toEqual(run.committed);
+    const { executions } = await savedEffects(db.pool, 'c-lag');
+    expect(executions).toEqual(foldExecutions(s.journal));
+  });
+
   it('a fenced commit discards the checkpoints staged behind it: none is committed or ACKed', async () => {
     const s = await server({ journal: journal(60), checkpointEvery: 2 });
     // While the first commit is held, a newer attempt takes the lease: that commit is fenced.

@@ -191,12 +191,11 @@ export class StreamConnection {
     try {
       let sliceStart = performance.now();
       for (let task = this.#tasks.shift(); task !== undefined; task = this.#tasks.shift()) {
-        if (this.#result || !this.#isActive()) continue;
         if (this.#committingRun !== null && performance.now() - sliceStart > COMMIT_YIELD_MS) {
           await new Promise<void>((resolve) => setImmediate(resolve));
           sliceStart = performance.now();
-          if (this.#result || !this.#isActive()) continue;
         }
+        if (this.#result || !this.#isActive()) continue;
         const waiting = task();
         if (waiting !== undefined) await waiting;
       }

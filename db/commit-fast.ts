@@ -33,30 +33,24 @@ import {
   savedColumn,
 } from './commit-sql.js';
 import type { CommitResult } from './commit-types.js';
+import type { KnownExecutions } from './recent-executions.js';
 import { SQLSTATE, toStorageFailure } from './transaction.js';
 
 /**
- * Only trades, and corrections of entities traded earlier in the same run or known to it, can be new to the
- * database: for any other run, folding it first would be wasted work.
+ * Only trades and corrections can be new to the database: a run with any other kind would be folded in vain. A
+ * correction of an entity neither traded in the run nor known to it stops the fold itself (it is quarantined), so
+ * it is not looked for here: that cost a set of every traded entity per run.
  */
-function mayBeAllNew(plans: readonly CheckpointPlan[], known: ReadonlyMap<string, ExecutionState>): boolean {
-  const traded = new Set<string>();
+function onlyTradesAndCorrections(plans: readonly CheckpointPlan[]): boolean {
   for (const plan of plans) {
-    for (const event of plan.events) {
-      if (event.kind === 'trade') traded.add(event.entityId);
-      else if (event.kind !== 'correction' || !(traded.has(event.entityId) || known.has(event.entityId))) return false;
-    }
+    for (const event of plan.events) if (event.kind !== 'trade' && event.kind !== 'correction') return false;
   }
   return true;
 }
 
 /** The known rows of the run's entities: what the fold starts from besides what the proof shows absent. */
-function knownRowsOf(
-  plans: readonly CheckpointPlan[],
-  known: ReadonlyMap<string, ExecutionState>,
-): Map<string, ExecutionState> {
+function knownRowsOf(plans: readonly CheckpointPlan[], known: KnownExecutions): Map<string, ExecutionState> {
   const rows = new Map<string, ExecutionState>();
-  if (known.size === 0) return rows;
   for (const plan of plans) {
     for (const event of plan.events) {
       const row = known.get(event.entityId);
@@ -89,12 +83,12 @@ export interface FastCommitted {
 export async function fastCommit(
   pool: pg.Pool,
   plans: readonly CheckpointPlan[],
-  known: ReadonlyMap<string, ExecutionState>,
+  known: KnownExecutions,
 ): Promise<FastCommitted | null> {
   const first = plans[0];
   const last = plans.at(-1);
   if (first === undefined || last === undefined) return { results: [], executions: [] };
-  if (!mayBeAllNew(plans, known)) return null;
+  if (!onlyTradesAndCorrections(plans)) return null;
   const saved = knownRowsOf(plans, known);
   const fold = foldPlans(plans, { receipts: new Map(), quarantine: new Map(), executions: saved });
   if (fold.stop !== null || fold.writes.quarantine.length > 0) return null;

@@ -33,7 +33,7 @@ import {
   WRITE_QUARANTINE_SQL,
 } from './commit-sql.js';
 import type { CheckpointFenced, CheckpointOutcome, CommitResult } from './commit-types.js';
-import type { RecentExecutions } from './recent-executions.js';
+import type { KnownExecutions, RecentExecutions } from './recent-executions.js';
 import { lockCheckpoint } from './state.js';
 import { inTransaction } from './transaction.js';
 import { unchangedCommit } from './unchanged-checkpoint.js';
@@ -108,7 +108,7 @@ export async function commitCheckpoints(
   return outcomes;
 }
 
-const NONE_KNOWN: ReadonlyMap<string, ExecutionState> = new Map();
+const NONE_KNOWN: KnownExecutions = new Map<string, ExecutionState>();
 
 /**
  * The exact path, inside the caller's transaction: fence under the row lock, one read for the whole run, the fold

@@ -15,7 +15,6 @@ export const RECENT_EXECUTIONS_CAPACITY = 4_096;
 /** The rows a run knows, by entity id. */
 export interface KnownExecutions {
   get(entityId: string): ExecutionState | undefined;
-  has(entityId: string): boolean;
 }
 
 export class RecentExecutions {
@@ -28,7 +27,6 @@ export class RecentExecutions {
   #older = new Map<string, ExecutionState>();
   readonly #known: KnownExecutions = {
     get: (entityId) => this.#newer.get(entityId) ?? this.#older.get(entityId),
-    has: (entityId) => this.#newer.has(entityId) || this.#older.has(entityId),
   };
 
   constructor(private readonly capacity = RECENT_EXECUTIONS_CAPACITY) {}

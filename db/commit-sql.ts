@@ -4,7 +4,7 @@
 // the builders of the array parameters the statements take.
 import type { CommitWrites, ExecutionState, ExistingRows, ReceiptWrite } from '../domain/decide.js';
 import type { CheckpointPlan } from '../protocol/types.js';
-import { numberArray, textArray } from './pg-arrays.js';
+import { binaryBigintArray, binaryIntArray, binaryTextArray, numberArray, textArray } from './pg-arrays.js';
 
 // The reads of the exact path probe the primary key once per id: LATERAL … LIMIT 1 cannot be flattened into a
 // join, so the planner cannot pick a hash join over all of the consumer's rows — which it does whenever its
@@ -422,31 +422,34 @@ export function checkpointColumns({ binding, checkpoint }: CheckpointPlan): unkn
 }
 
 /** Receipt rows as the array parameters both commit statements take (event id, hash, position, ordinal, outcome). */
-export function receiptColumns(r: readonly ReceiptWrite[]): string[] {
+export function receiptColumns(r: readonly ReceiptWrite[]): Buffer[] {
   return [
-    textArray(r.map((x) => x.eventId)),
-    textArray(r.map((x) => x.contentHash)),
-    numberArray(r.map((x) => x.position)),
-    numberArray(r.map((x) => x.ordinal)),
-    textArray(r.map((x) => x.outcome)),
+    binaryTextArray(r.map((x) => x.eventId)),
+    binaryTextArray(r.map((x) => x.contentHash)),
+    binaryBigintArray(r.map((x) => x.position)),
+    binaryIntArray(r.map((x) => x.ordinal)),
+    binaryTextArray(r.map((x) => x.outcome)),
   ];
 }
 
-/** Execution rows as the thirteen array parameters both commit statements take, in the tables' column order. */
-export function executionColumns(e: readonly ExecutionState[]): string[] {
+/**
+ * Execution rows as the thirteen array parameters both commit statements take, in the tables' column order; the
+ * money columns as numeric text (Postgres's binary numeric is base-10000 digit groups, not worth writing here).
+ */
+export function executionColumns(e: readonly ExecutionState[]): (Buffer | string)[] {
   return [
-    textArray(e.map((x) => x.entityId)),
-    numberArray(e.map((x) => x.revision)),
-    textArray(e.map((x) => x.market)),
-    textArray(e.map((x) => x.asset)),
-    textArray(e.map((x) => x.side)),
+    binaryTextArray(e.map((x) => x.entityId)),
+    binaryIntArray(e.map((x) => x.revision)),
+    binaryTextArray(e.map((x) => x.market)),
+    binaryTextArray(e.map((x) => x.asset)),
+    binaryTextArray(e.map((x) => x.side)),
     numberArray(e.map((x) => x.price)),
     numberArray(e.map((x) => x.size)),
     numberArray(e.map((x) => x.notional)),
-    textArray(e.map((x) => x.wallet)),
-    textArray(e.map((x) => x.txHash)),
-    numberArray(e.map((x) => x.firstPosition)),
-    numberArray(e.map((x) => x.lastPosition)),
-    textArray(e.map((x) => x.eventId)),
+    binaryTextArray(e.map((x) => x.wallet)),
+    binaryTextArray(e.map((x) => x.txHash)),
+    binaryBigintArray(e.map((x) => x.firstPosition)),
+    binaryBigintArray(e.map((x) => x.lastPosition)),
+    binaryTextArray(e.map((x) => x.eventId)),
   ];
 }

@@ -30,3 +30,115 @@ export function numberArray(values: readonly (number | string)[]): string {
 }
 
 const ESCAPED = /["\\]/g;
+
+// ---- Binary arrays: a Buffer parameter goes to Postgres in the binary format (pg sends every Buffer so), which
+// the server reads with array_recv: no quoting or escaping to write and none to parse, and no second pass by pg
+// over a text to measure and encode it. The commit's thousand-row text and integer columns travel so; a worker
+// profile had spent more on the text arrays and pg's encoding of them than on deciding the commit. The layout:
+// ndim, has-nulls flag, element type OID, then per dimension its length and lower bound, then each element as
+// its byte length (-1 for NULL) and bytes. The statement's cast ($n::text[]) names the type Postgres expects,
+// and it checks the element OID against it.
+
+const TEXT_OID = 25;
+const INT4_OID = 23;
+const INT8_OID = 20;
+const HEADER_BYTES = 20;
+const TWO_TO_32 = 4_294_967_296;
+
+function writeHeader(buffer: Buffer, elements: number, hasNull: boolean, elementOid: number): void {
+  buffer.writeInt32BE(1, 0);
+  buffer.writeInt32BE(hasNull ? 1 : 0, 4);
+  buffer.writeInt32BE(elementOid, 8);
+  buffer.writeInt32BE(elements, 12);
+  buffer.writeInt32BE(1, 16);
+}
+
+/** An empty array has no dimension, and Postgres refuses a parameter with bytes it did not read. */
+function emptyArray(elementOid: number): Buffer {
+  const buffer = Buffer.alloc(12);
+  buffer.writeInt32BE(elementOid, 8);
+  return buffer;
+}
+
+/** A `text[]` parameter in the binary format; NULL elements allowed. */
+export function binaryTextArray(values: readonly (string | null)[]): Buffer {
+  if (values.length === 0) return emptyArray(TEXT_OID);
+  // Sized for ASCII, the common case, and written byte by byte; a string with any other character is encoded as
+  // UTF-8 by Buffer.write, into a buffer grown for it and for the rest at their ASCII size.
+  let rest = 0;
+  for (let i = 0; i < values.length; i++) rest += 4 + (values[i]?.length ?? 0);
+  let buffer = Buffer.allocUnsafe(HEADER_BYTES + rest);
+  let offset = HEADER_BYTES;
+  let hasNull = false;
+  for (let i = 0; i < values.length; i++) {
+    const value = values[i]!;
+    if (value === null) {
+      rest -= 4;
+      buffer.writeInt32BE(-1, offset);
+      offset += 4;
+      hasNull = true;
+      continue;
+    }
+    const length = value.length;
+    rest -= 4 + length;
+    const start = offset + 4;
+    let j = 0;
+    for (; j < length; j++) {
+      const c = value.charCodeAt(j);
+      if (c > 0x7f) break;
+      buffer[start + j] = c;
+    }
+    let bytes = length;
+    if (j < length) {
+      bytes = Buffer.byteLength(value, 'utf8');
+      if (start + bytes + rest > buffer.length) {
+        const grown = Buffer.allocUnsafe(start + bytes + rest);
+        buffer.copy(grown, 0, 0, offset);
+        buffer = grown;
+      }
+      buffer.write(value, start, bytes, 'utf8');
+    }
+    buffer.writeInt32BE(bytes, offset);
+    offset = start + bytes;
+  }
+  writeHeader(buffer, values.length, hasNull, TEXT_OID);
+  return buffer;
+}
+
+/** An `int[]` parameter in the binary format (32-bit integers; RangeError otherwise). */
+export function binaryIntArray(values: readonly number[]): Buffer {
+  if (values.length === 0) return emptyArray(INT4_OID);
+  const buffer = Buffer.allocUnsafe(HEADER_BYTES + values.length * 8);
+  writeHeader(buffer, values.length, false, INT4_OID);
+  let offset = HEADER_BYTES;
+  for (let i = 0; i < values.length; i++) {
+    buffer.writeInt32BE(4, offset);
+    buffer.writeInt32BE(checkedInteger(values[i]!), offset + 4);
+    offset += 8;
+  }
+  return buffer;
+}
+
+/** A `bigint[]` parameter in the binary format (safe integers; RangeError otherwise). */
+export function binaryBigintArray(values: readonly number[]): Buffer {
+  if (values.length === 0) return emptyArray(INT8_OID);
+  const buffer = Buffer.allocUnsafe(HEADER_BYTES + values.length * 12);
+  writeHeader(buffer, values.length, false, INT8_OID);
+  let offset = HEADER_BYTES;
+  for (let i = 0; i < values.length; i++) {
+    const value = checkedInteger(values[i]!);
+    // Two's complement over 64 bits from a safe integer: the high word floors, the low word is what remains.
+    const high = Math.floor(value / TWO_TO_32);
+    buffer.writeInt32BE(8, offset);
+    buffer.writeInt32BE(high, offset + 4);
+    buffer.writeUInt32BE(value - high * TWO_TO_32, offset + 8);
+    offset += 12;
+  }
+  return buffer;
+}
+
+/** Buffer's integer writers would write NaN or a fraction silently: a value here is a safe integer or an error. */
+function checkedInteger(value: number): number {
+  if (!Number.isSafeInteger(value)) throw new RangeError(`${value} is not an integer an array parameter can carry`);
+  return value;
+}

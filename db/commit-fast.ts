@@ -1,7 +1,7 @@
 // The optimistic commit: ONE fenced statement, outside any explicit transaction (a single statement is atomic), for
 // checkpoints whose events are all new to the database — the common case of a stream moving forward. The client
-// decides as if the database held no receipt or quarantine record for the plans' eventIds and, of their entities,
-// only the executions the run knows (RecentExecutions: rows it wrote or read at the version the fence names);
+// decides as if the database held no receipt or quarantine record for the plans' eventIds and, of the entities they
+// correct, only the executions the run knows (RecentExecutions: rows it wrote or read at the version the fence names);
 // the statement proves that assumption under the fence and writes only if it holds: it probes the quarantine for
 // the eventIds, and the plain INSERTs of the receipts and of the executions the run does not know fail on their
 // primary keys if any exists, which aborts the whole statement (probing each id beforehand cost the database as
@@ -50,11 +50,16 @@ function onlyTradesAndCorrections(plans: readonly CheckpointPlan[]): boolean {
   return true;
 }
 
-/** The known rows of the run's entities: what the fold starts from besides what the proof shows absent. */
+/**
+ * The known rows of the entities the run corrects: what the fold starts from besides what the proof shows absent.
+ * Trades are not looked up (a lookup per streamed event): a trade's entity is new but in a replay of a trade under
+ * another eventId, and then the plain INSERT of its execution fails the statement and the exact path decides.
+ */
 function knownRowsOf(plans: readonly CheckpointPlan[], known: KnownExecutions): Map<string, ExecutionState> {
   const rows = new Map<string, ExecutionState>();
   for (const plan of plans) {
     for (const event of plan.events) {
+      if (event.kind !== 'correction') continue;
       const row = known.get(event.entityId);
       if (row !== undefined) rows.set(event.entityId, row);
     }

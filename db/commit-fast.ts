@@ -29,9 +29,7 @@ import {
   executionColumns,
   FAST_COMMIT_SQL,
   FAST_PATH_PROOF_CONSTRAINTS,
-  outboxColumns,
   receiptColumns,
-  revisionColumns,
   savedColumn,
 } from './commit-sql.js';
 import type { CommitResult } from './commit-types.js';
@@ -117,12 +115,12 @@ export async function fastCommit(
         first.startMode === 'rebind',
         ...receiptColumns(writes.receipts),
         ...executionColumns(writes.executions),
+        JSON.stringify(writes.revisions),
         JSON.stringify(writes.marketDeltas),
+        JSON.stringify(writes.outbox),
         JSON.stringify(writes.quality),
         ...checkpointColumns(last),
         savedColumn(writes.executions, saved),
-        ...revisionColumns(writes.revisions),
-        ...outboxColumns(writes.outbox),
       ],
     });
     row = res.rows[0]!;

@@ -2,14 +2,7 @@
 // and the checkpoint row's SET are spelled once here and composed into the exact path's statements (commit.ts,
 // and the page consumer's chunk write in pages.ts) and the one-statement fast path (commit-fast.ts). Beside them,
 // the builders of the array parameters the statements take.
-import type {
-  CommitWrites,
-  ExecutionState,
-  ExistingRows,
-  OutboxWrite,
-  ReceiptWrite,
-  RevisionWrite,
-} from '../domain/decide.js';
+import type { CommitWrites, ExecutionState, ExistingRows, ReceiptWrite } from '../domain/decide.js';
 import type { CheckpointPlan } from '../protocol/types.js';
 import { binaryBigintArray, binaryIntArray, binaryTextArray, numberArray, textArray } from './pg-arrays.js';
 
@@ -95,24 +88,6 @@ export const WRITE_QUARANTINE_SQL = `${INSERT_QUARANTINE}
 const INSERT_REVISIONS = `INSERT INTO execution_revisions (consumer_id, entity_id, revision, event_id, position, market, asset, side, price, size,
                                    notional, wallet, tx_hash)`;
 
-/** Superseded revision rows from the twelve arrays of revisionColumns at $first…, in INSERT_REVISIONS' order. */
-function revisionRows(first: number): string {
-  return arrayRows('v', first, [
-    'entity_id text',
-    'revision int',
-    'event_id text',
-    'position bigint',
-    'market text',
-    'asset text',
-    'side text',
-    'price numeric',
-    'size numeric',
-    'notional numeric',
-    'wallet text',
-    'tx_hash text',
-  ]);
-}
-
 /** Deltas added in SQL numeric: exact, whatever any other reader saw. */
 const ADD_MARKET_VOLUMES = `INSERT INTO market_volumes (consumer_id, market, volume, execution_count)`;
 const ON_MARKET_VOLUME = `ON CONFLICT (consumer_id, market) DO UPDATE
@@ -129,21 +104,6 @@ const ON_QUALITY_SCOPE = `ON CONFLICT (consumer_id, scope) DO UPDATE
 const INSERT_OUTBOX =
   'INSERT INTO outbox (consumer_id, idempotency_key, event_id, action, payload, status, suppressed_reason)';
 const outboxStatus = (reason: string) => `CASE WHEN ${reason} IS NULL THEN 'pending' ELSE 'suppressed' END`;
-/**
- * The outbox rows of outboxColumns' five arrays at $first…, as INSERT_OUTBOX's values after the consumer. The
- * payload travels as JSON text and is parsed once, into the jsonb column.
- */
-function outboxValues(first: number): string {
-  const rows = arrayRows('o', first, [
-    'idempotency_key text',
-    'event_id text',
-    'action text',
-    'payload text',
-    'suppressed_reason text',
-  ]);
-  return `idempotency_key, event_id, action, payload::jsonb, ${outboxStatus('suppressed_reason')}, suppressed_reason
-    FROM ${rows}`;
-}
 
 const INSERT_BINDING = `INSERT INTO consumer_bindings (consumer_id, subscription_id, stream, history_id, filter, filter_hash, generation, mappings)`;
 /** The binding of checkpointColumns at $first…$first+6, after the consumer ($1). */
@@ -245,7 +205,8 @@ WITH receipts AS (
 ${executionWriteCtes(7, 51)}
 revisions AS (
   ${INSERT_REVISIONS}
-  SELECT $1, * FROM ${revisionRows(20)}
+  SELECT $1, * FROM unnest($20::text[], $21::int[], $22::text[], $23::bigint[], $24::text[], $25::text[], $26::text[],
+                           $27::numeric[], $28::numeric[], $29::numeric[], $30::text[], $31::text[])
 ),
 volumes AS (
   ${ADD_MARKET_VOLUMES}
@@ -266,7 +227,8 @@ quality AS (
 outboxed AS (
   -- keyed by <action>:<eventId>: a replayed event never writes its action twice
   ${INSERT_OUTBOX}
-  SELECT $1, ${outboxValues(46)}
+  SELECT $1, key, event_id, action, payload, ${outboxStatus('reason')}, reason
+    FROM unnest($46::text[], $47::text[], $48::text[], $49::jsonb[], $50::text[]) AS o(key, event_id, action, payload, reason)
   ON CONFLICT (consumer_id, idempotency_key) DO NOTHING
   RETURNING event_id
 ),
@@ -307,9 +269,8 @@ const IF_CHECKPOINT_MOVED = 'WHERE EXISTS (SELECT 1 FROM checkpoint)';
 // The fast path's statement (commit-fast.ts says why its proof holds). $1 consumer, $2 lease epoch, $3 version,
 // $4 version increment, $5 every position of the run must be above the saved one, $6 generation, $7 the first plan
 // is a rebind, $8-$12 receipts, $13-$25 executions (arrays: Postgres reads a thousand-row array several times
-// faster than the same rows as json), $26-$27 the few rows of market deltas and quality notices as json (one
-// parameter each), $28-$34 binding, $35-$39 checkpoint, $40 which executions the run knows, $41-$52 superseded
-// revisions and $53-$57 outbox rows (arrays: a whale alert in seven events made the outbox's json cost the most).
+// faster than the same rows as json), $26-$29 the short row sets as json (superseded revisions, market deltas,
+// outbox, quality: one parameter each), $30-$36 binding, $37-$41 checkpoint, $42 which executions the run knows.
 // The receipts name every eventId of the run and the executions every entityId; an eventId with a receipt, or an
 // entity the run does not know with an execution, fails its plain INSERT on the primary key
 // (FAST_PATH_PROOF_CONSTRAINTS), which aborts the whole statement: nothing is written.
@@ -325,7 +286,7 @@ WITH clash AS (
 checkpoint AS (
   -- the fence, validatePlanAgainstSaved's continuing case, and the proof that no event is quarantined, in one WHERE
   UPDATE checkpoints
-     ${checkpointSet(35, 4, 12)}
+     ${checkpointSet(37, 4, 12)}
    WHERE consumer_id = $1 AND lease_epoch = $2 AND version = $3
      AND NOT abandoned AND pending_start IS NULL AND position < $5
      AND (generation = $6 OR ($7 AND generation + 1 = $6))
@@ -337,36 +298,43 @@ receipts AS (
   SELECT $1, * FROM ${receiptRows(8)}
    ${IF_CHECKPOINT_MOVED}
 ),
-${executionWriteCtes(13, 40, IF_CHECKPOINT_MOVED)}
+${executionWriteCtes(13, 42, IF_CHECKPOINT_MOVED)}
 revisions AS (
   ${INSERT_REVISIONS}
-  SELECT $1, * FROM ${revisionRows(41)}
+  SELECT $1, v."entityId", v.revision, v."eventId", v.position, v.market, v.asset, v.side, v.price, v.size, v.notional,
+         v.wallet, v."txHash"
+    FROM json_to_recordset($26::json) AS v("entityId" text, revision int, "eventId" text, position bigint, market text,
+                                           asset text, side text, price numeric, size numeric, notional numeric,
+                                           wallet text, "txHash" text)
    ${IF_CHECKPOINT_MOVED}
 ),
 volumes AS (
   ${ADD_MARKET_VOLUMES}
   SELECT $1, m.market, m.volume, m.count
-    FROM json_to_recordset($26::json) AS m(market text, volume numeric, count int)
+    FROM json_to_recordset($27::json) AS m(market text, volume numeric, count int)
    ${IF_CHECKPOINT_MOVED}
   ${ON_MARKET_VOLUME}
 ),
 outboxed AS (
   -- keyed by the eventId, which has no receipt yet: no action of it was ever written
   ${INSERT_OUTBOX}
-  SELECT $1, ${outboxValues(53)}
+  SELECT $1, o."idempotencyKey", o."eventId", o.action, o.payload, ${outboxStatus('o."suppressedReason"')},
+         o."suppressedReason"
+    FROM json_to_recordset($28::json) AS o("idempotencyKey" text, "eventId" text, action text, payload jsonb,
+                                           "suppressedReason" text)
    ${IF_CHECKPOINT_MOVED}
 ),
 quality AS (
   ${INSERT_QUALITY}
   SELECT $1, n.scope, n.state, n.position, n."asOf"
-    FROM json_to_recordset($27::json) AS n(scope text, state text, position bigint, "asOf" bigint)
+    FROM json_to_recordset($29::json) AS n(scope text, state text, position bigint, "asOf" bigint)
    ${IF_CHECKPOINT_MOVED}
   ${ON_QUALITY_SCOPE}
   RETURNING scope
 ),
 binding AS (
   ${INSERT_BINDING}
-  SELECT ${bindingValues(28)}
+  SELECT ${bindingValues(30)}
    ${IF_CHECKPOINT_MOVED}
   ${ON_BINDING}
 )
@@ -390,7 +358,18 @@ export function effectWriteValues(
     // $7-$19 executions
     ...executionColumns(e),
     // $20-$31 superseded revisions
-    ...revisionColumns(v),
+    textArray(v.map((x) => x.entityId)),
+    numberArray(v.map((x) => x.revision)),
+    textArray(v.map((x) => x.eventId)),
+    numberArray(v.map((x) => x.position)),
+    textArray(v.map((x) => x.market)),
+    textArray(v.map((x) => x.asset)),
+    textArray(v.map((x) => x.side)),
+    numberArray(v.map((x) => x.price)),
+    numberArray(v.map((x) => x.size)),
+    numberArray(v.map((x) => x.notional)),
+    textArray(v.map((x) => x.wallet)),
+    textArray(v.map((x) => x.txHash)),
     // $32-$34 market deltas
     textArray(m.map((x) => x.market)),
     numberArray(m.map((x) => x.volume)),
@@ -409,7 +388,11 @@ export function effectWriteValues(
     numberArray(n.map((x) => x.position)),
     numberArray(typeof asOf === 'number' ? n.map(() => asOf) : asOf),
     // $46-$50 outbox
-    ...outboxColumns(o),
+    textArray(o.map((x) => x.idempotencyKey)),
+    textArray(o.map((x) => x.eventId)),
+    textArray(o.map((x) => x.action)),
+    textArray(o.map((x) => JSON.stringify(x.payload))),
+    textArray(o.map((x) => x.suppressedReason)),
     // $51 which executions exist
     savedColumn(e, saved),
   ];
@@ -468,34 +451,5 @@ export function executionColumns(e: readonly ExecutionState[]): (Buffer | string
     binaryBigintArray(e.map((x) => x.firstPosition)),
     binaryBigintArray(e.map((x) => x.lastPosition)),
     binaryTextArray(e.map((x) => x.eventId)),
-  ];
-}
-
-/** Superseded revisions as the twelve array parameters both commit statements take (revisionRows). */
-export function revisionColumns(v: readonly RevisionWrite[]): (Buffer | string)[] {
-  return [
-    binaryTextArray(v.map((x) => x.entityId)),
-    binaryIntArray(v.map((x) => x.revision)),
-    binaryTextArray(v.map((x) => x.eventId)),
-    binaryBigintArray(v.map((x) => x.position)),
-    binaryTextArray(v.map((x) => x.market)),
-    binaryTextArray(v.map((x) => x.asset)),
-    binaryTextArray(v.map((x) => x.side)),
-    numberArray(v.map((x) => x.price)),
-    numberArray(v.map((x) => x.size)),
-    numberArray(v.map((x) => x.notional)),
-    binaryTextArray(v.map((x) => x.wallet)),
-    binaryTextArray(v.map((x) => x.txHash)),
-  ];
-}
-
-/** Outbox rows as the five array parameters both commit statements take (outboxValues); payloads as JSON. */
-export function outboxColumns(o: readonly OutboxWrite[]): Buffer[] {
-  return [
-    binaryTextArray(o.map((x) => x.idempotencyKey)),
-    binaryTextArray(o.map((x) => x.eventId)),
-    binaryTextArray(o.map((x) => x.action)),
-    binaryTextArray(o.map((x) => JSON.stringify(x.payload))),
-    binaryTextArray(o.map((x) => x.suppressedReason)),
   ];
 }

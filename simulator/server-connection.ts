@@ -385,7 +385,8 @@ export class ServerConnection {
     // Frames written while corked leave in one write when uncorked: a syscall per burst, not per frame.
     this.socket.cork();
     try {
-      while (this.state === 'replay' || this.state === 'live') {
+      // A connection whose close has begun (either side) sends nothing more: its sends would only fail.
+      while ((this.state === 'replay' || this.state === 'live') && this.ws.readyState === this.ws.OPEN) {
         if (this.unacked() >= this.host.settings.maxUnackedCheckpoints) {
           this.armSlowConsumer();
           return;
@@ -393,6 +394,9 @@ export class ServerConnection {
         if (this.pendingSends >= SEND_HIGH_WATER) {
           this.socket.uncork();
           await new Promise<void>((resolve) => this.drainWaiters.push(resolve));
+          // Writes the kernel takes at once complete on the next tick, so without this the loop would run from
+          // tick to tick and read nothing until the window filled: ACKs and the client's close would wait for it.
+          await new Promise<void>((resolve) => setImmediate(resolve));
           this.socket.cork();
           continue;
         }

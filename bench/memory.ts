@@ -79,10 +79,12 @@ interface WorkerReplay {
   peakSampledRssMib: number;
   /** RSS at each of MARKS of the journal committed (the first sample at or past it) */
   rssAtMib: number[];
-  /** mean RSS over the first and the last quarter of the replay's wall time */
+  /** median RSS over the first and the last quarter of the replay's wall time */
   firstQuarterMib: number;
   lastQuarterMib: number;
   samples: number;
+  /** every sample as [ms since the replay started, committed position, RSS MiB], to read the climb from idle */
+  series: [number, number, number][];
 }
 
 /** The default setting's replay (judged) and V8's own heap growth beside it. */
@@ -199,6 +201,7 @@ async function measureWorker(
         firstQuarterMib: quarter(0, 0.25),
         lastQuarterMib: quarter(0.75, 1),
         samples: samples.length,
+        series: samples.map((s) => [Math.round(s.ms), s.position, s.rssMib]),
       };
     } finally {
       await stopWorker(worker);

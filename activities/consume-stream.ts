@@ -49,6 +49,7 @@ export async function consumeStream(
   // The workflow holds a committed copy: a database without this consumer is behind (restored, or another
   // database), and nothing may be written for it.
   const existingOnly = expected !== null && (expected.version > 0 || expected.token !== null);
+  const stopWaiting = heartbeatWhileWaiting(deps, input, ctx);
   const state = await deps.store
     .acquireLease(input.consumerId, { existingOnly, ...(ctx.attempt ? { attempt: ctx.attempt } : {}) })
     .catch((error: unknown) => {
@@ -60,7 +61,8 @@ export async function consumeStream(
         });
       }
       throw error;
-    });
+    })
+    .finally(stopWaiting);
   if (state === null || (expected !== null && state.version < expected.version)) {
     throw new DatabaseBehind(input.consumerId, state?.version ?? null, expected?.version ?? 0);
   }
@@ -82,6 +84,36 @@ export async function consumeStream(
     ...(ctx.attempt ? { attempt: ctx.attempt.number } : {}),
   });
   return new StreamRun(deps, input, ctx, state).run();
+}
+
+/**
+ * An attempt waiting for its lease (a free connection of a pool its worker's other runs keep busy, or the lock of a
+ * predecessor still inside a commit) is alive, and heartbeats so: one that waited past the heartbeat timeout
+ * silently was timed out and retried, and on a loaded worker the retry waited the same way, a chain of takeovers
+ * each sending again what was not yet committed. It heartbeats what it inherited (the workflow's committed copy and
+ * the counters of the attempt it retries), so a takeover of it still goes on from those. Returns the stop.
+ */
+function heartbeatWhileWaiting(
+  deps: ConsumeStreamDeps,
+  input: ConsumeStreamInput,
+  ctx: ConsumeStreamContext,
+): () => void {
+  const { expected } = input;
+  const counters = ctx.takeover?.counters ?? emptyCounters();
+  const heartbeat = (): void => {
+    const reading = progressReading(expected?.position ?? null, counters.lastHeadPosition, Date.now());
+    ctx.heartbeat({
+      position: expected?.position ?? null,
+      version: expected?.version ?? 0,
+      generation: expected?.generation ?? null,
+      headPosition: reading.head,
+      at: reading.at,
+      counters: { ...counters },
+    });
+  };
+  heartbeat();
+  const timer = setInterval(heartbeat, deps.config.heartbeatEveryMs);
+  return () => clearInterval(timer);
 }
 
 class StreamRun {

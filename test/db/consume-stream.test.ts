@@ -3,9 +3,14 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import { filterHash } from '../../protocol/canonical.js';
 import { encodeServerFrame, PROTOCOL_NAME } from '../../protocol/codec.js';
-import { runReportOf } from '../../activities/consume-stream.js';
+import { consumeStream, runReportOf } from '../../activities/consume-stream.js';
 import { DatabaseBehind, LeaseLost, StreamTransportError } from '../../activities/stream-errors.js';
-import type { ConsumeOutcome } from '../../activities/types.js';
+import {
+  emptyCounters,
+  type ConsumeOutcome,
+  type StreamCounters,
+  type StreamHeartbeat,
+} from '../../activities/types.js';
 import {
   acquireLease,
   commitCheckpoints,
@@ -26,6 +31,7 @@ import {
   resumeToHead,
   savedEffects,
   startServer,
+  SUBSCRIPTION,
 } from './consume-stream-support.js';
 
 const db = useTestDatabase();
@@ -335,6 +341,43 @@ describe('consumeStream stops and failures', () => {
       counters: { sessions: 1, checkpointsCommitted: 0 },
       totals: { version: 0 },
     });
+  });
+
+  it('an attempt waiting for its lease heartbeats what it inherited, and streams once the lease is free', async () => {
+    const s = await server({ journal: journal() });
+    const run = makeRun(db.pool, s, 'c-waiting');
+    // Another session holds the consumer's lease lock, as a predecessor still inside a commit does.
+    const holder = await db.pool.connect();
+    await holder.query('BEGIN');
+    await holder.query("SELECT pg_advisory_xact_lock(hashtextextended('whalehunt-consumer:' || $1, 0))", ['c-waiting']);
+    const inherited: StreamCounters = { ...emptyCounters(), sessions: 3, eventsApplied: 41, lastHeadPosition: 9 };
+    const heartbeats: StreamHeartbeat[] = [];
+    const outcome = consumeStream(
+      run.deps,
+      {
+        consumerId: 'c-waiting',
+        subscriptionId: SUBSCRIPTION,
+        start: { mode: 'from_floor', filter: everything },
+        leaseMs: 120_000,
+        expected: null,
+      },
+      { heartbeat: (d) => heartbeats.push(d), signal: run.abort.signal, takeover: { attempt: 2, counters: inherited } },
+    );
+    try {
+      // The one at once and one of the interval (heartbeatEveryMs 1,000): the wait is not silent past a timeout.
+      await waitFor(() => Promise.resolve(heartbeats.length >= 2), {
+        description: 'two heartbeats while the lease is held',
+        timeoutMs: 10_000,
+      });
+      expect(run.committed).toEqual([]);
+      expect(heartbeats.map((h) => h.counters)).toEqual([inherited, inherited]);
+      expect(heartbeats[0]).toMatchObject({ position: null, version: 0, generation: null, headPosition: 9 });
+    } finally {
+      await holder.query('COMMIT');
+      holder.release();
+    }
+    await expect(outcome).resolves.toMatchObject({ kind: 'rebound' });
+    expect(run.committed.length).toBeGreaterThan(0);
   });
 
   it('a lost lease (another attempt took it) throws LeaseLost and never ACKs that checkpoint', async () => {

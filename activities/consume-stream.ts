@@ -5,7 +5,7 @@
 import { backoffDelay } from '../protocol/backoff.js';
 import { filterHash } from '../protocol/canonical.js';
 import type { StartRequest, StreamFilter } from '../protocol/codec.js';
-import { progressReading } from '../protocol/progress.js';
+import { progressReading, type ProgressReading } from '../protocol/progress.js';
 import { Session } from '../protocol/session.js';
 import { SessionFence } from '../protocol/session-fence.js';
 import type { CheckpointPlan, CommittedState } from '../protocol/types.js';
@@ -22,6 +22,7 @@ import type {
   ConsumeStreamInput,
   RunReport,
   StreamCounters,
+  StreamHeartbeat,
 } from './types.js';
 import { emptyCounters } from './types.js';
 
@@ -98,22 +99,26 @@ function heartbeatWhileWaiting(
   input: ConsumeStreamInput,
   ctx: ConsumeStreamContext,
 ): () => void {
-  const { expected } = input;
-  const counters = ctx.takeover?.counters ?? emptyCounters();
-  const heartbeat = (): void => {
-    const reading = progressReading(expected?.position ?? null, counters.lastHeadPosition, Date.now());
-    ctx.heartbeat({
-      position: expected?.position ?? null,
-      version: expected?.version ?? 0,
-      generation: expected?.generation ?? null,
-      headPosition: reading.head,
-      at: reading.at,
-      counters: { ...counters },
-    });
+  const committed = {
+    position: input.expected?.position ?? null,
+    version: input.expected?.version ?? 0,
+    generation: input.expected?.generation ?? null,
   };
+  const counters = ctx.takeover?.counters ?? emptyCounters();
+  const heartbeat = (): void => ctx.heartbeat(streamHeartbeat(committed, { counters }).details);
   heartbeat();
   const timer = setInterval(heartbeat, deps.config.heartbeatEveryMs);
   return () => clearInterval(timer);
+}
+
+/** A heartbeat's details: the committed checkpoint a run stands at and its report of itself; and their reading. */
+function streamHeartbeat(
+  committed: Pick<CheckpointSummary, 'position' | 'version' | 'generation'>,
+  report: Pick<RunReport, 'counters'> & Partial<RunReport>,
+): { details: StreamHeartbeat; reading: ProgressReading } {
+  const { position, version, generation } = committed;
+  const reading = progressReading(position, report.counters.lastHeadPosition, Date.now());
+  return { details: { position, version, generation, headPosition: reading.head, at: reading.at, ...report }, reading };
 }
 
 class StreamRun {
@@ -316,17 +321,9 @@ class StreamRun {
   }
 
   #heartbeat(): void {
-    const s = this.#state;
-    const reading = progressReading(s.position, this.#counters.lastHeadPosition, Date.now());
     const report = this.#report();
-    this.ctx.heartbeat({
-      position: s.position,
-      version: s.version,
-      generation: s.generation,
-      headPosition: reading.head,
-      at: reading.at,
-      ...report,
-    });
+    const { details, reading } = streamHeartbeat(this.#state, report);
+    this.ctx.heartbeat(details);
     this.ctx.report?.(reading, report);
   }
 

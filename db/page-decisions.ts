@@ -108,8 +108,8 @@ export async function handOverToStream(
 ): Promise<Handover> {
   return inTransaction(pool, 'handOverToStream', input.consumerId, async (client): Promise<Handover> => {
     await lockConsumerKind(client, input.consumerId);
-    const progress = await client.query<LockedProgress>(
-      'SELECT resume_cursor, applied_position, version FROM page_progress WHERE consumer_id = $1 FOR UPDATE',
+    const progress = await client.query<LockedProgress & { events_applied: string }>(
+      'SELECT resume_cursor, applied_position, version, events_applied FROM page_progress WHERE consumer_id = $1 FOR UPDATE',
       [input.consumerId],
     );
     const row = progress.rows[0];
@@ -120,11 +120,10 @@ export async function handOverToStream(
     }
     if (row.version !== input.expectedVersion) return { kind: 'fenced', actualVersion: row.version };
     await client.query('DELETE FROM page_progress WHERE consumer_id = $1', [input.consumerId]);
-    // The stream's totals go on from what the backfill applied: the consumer's applied receipts.
+    // The stream's totals go on from what the backfill applied.
     await client.query(
-      `INSERT INTO checkpoints (consumer_id, pending_start, events_applied)
-       VALUES ($1, 'from_floor', (SELECT count(*) FROM event_receipts WHERE consumer_id = $1 AND outcome = 'applied'))`,
-      [input.consumerId],
+      `INSERT INTO checkpoints (consumer_id, pending_start, events_applied) VALUES ($1, 'from_floor', $2)`,
+      [input.consumerId, row.events_applied],
     );
     const appliedPosition = Number(row.applied_position);
     await beforeCommit?.({ appliedPosition });

@@ -173,10 +173,11 @@ export type ChunkResult =
   | CommitConflict
   | CommitHeld;
 
-/** Parameters after the effects: the applied position, then the expected version. */
+/** Parameters after the effects: the applied position, the expected version, then the events applied. */
 const CHUNK_WRITE_SQL = `${EFFECT_WRITE_CTES}progress AS (
   UPDATE page_progress
-     SET applied_position = $${EFFECT_PARAM_COUNT + 1}, version = version + 1, updated_at = now()
+     SET applied_position = $${EFFECT_PARAM_COUNT + 1}, version = version + 1, updated_at = now(),
+         events_applied = events_applied + $${EFFECT_PARAM_COUNT + 3}
    WHERE consumer_id = $1 AND version = $${EFFECT_PARAM_COUNT + 2}
   RETURNING version
 )
@@ -229,6 +230,7 @@ export async function commitPageChunk(pool: pg.Pool, chunk: PageChunk): Promise<
         ...effectWriteValues(consumerId, decision.writes, last.position, existing.executions),
         last.position,
         chunk.expectedVersion,
+        decision.writes.counts.applied,
       ],
     });
     const row = res.rows[0]!;

@@ -298,6 +298,11 @@ export const pageProgress = pgTable(
     resumeCursor: text('resume_cursor'),
     /** Every event at or below this position has a durable outcome (receipt). */
     appliedPosition: bigint('applied_position', { mode: 'number' }).notNull().default(0),
+    /**
+     * Events applied so far, counted by each chunk's write: the stream consumer's total starts here at handover.
+     * Counting receipts instead would scan them all, and miss those retention removed.
+     */
+    eventsApplied: bigint('events_applied', { mode: 'number' }).notNull().default(0),
     version: integer('version').notNull().default(0),
     createdAt: createdAt(),
     updatedAt: updatedAt(),

@@ -15,6 +15,7 @@ import { PAGE_QUERY, type StreamFilter } from '../../protocol/codec.js';
 import type { QuarantineReason } from '../../protocol/types.js';
 import { acquireLease } from '../../db/state.js';
 import { resolveQuarantine } from '../../db/decisions.js';
+import { handOverToStream } from '../../db/page-decisions.js';
 import { ConsumerKindMismatch, UnknownConsumer } from '../../db/errors.js';
 import {
   addDecimal,
@@ -486,6 +487,34 @@ describe('full backfill', () => {
     const again = await run(server, { consumerId, maxAttempts: 0 }).outcome;
     expect(again).toMatchObject({ kind: 'caught_up', counters: { requests: 1, applied: 0 } });
     expect(await dumpState(db.pool, consumerId)).toEqual(state);
+  });
+
+  it('hands over to the stream with the events its chunks applied, also once retention removed receipts', async () => {
+    const journal = Journal.generate({ seed: 9, transitions: 60, correctionRate: 0.25 });
+    const server = await startServer(journal);
+    const consumerId = 'pages-handover-total';
+    const outcome = await run(server, { consumerId, limit: 7, chunkSize: 3, maxAttempts: 1 }).outcome;
+    expect(outcome.kind).toBe('caught_up');
+    const applied = (await dumpState(db.pool, consumerId)).receipts.filter((r) => r.outcome === 'applied').length;
+    expect(applied).toBe(outcome.counters.applied);
+    // What retention does below a floor the source announced: the receipts go, the effects stay.
+    const removed = await db.pool.query('DELETE FROM event_receipts WHERE consumer_id = $1 AND position <= $2', [
+      consumerId,
+      Math.floor(journal.head / 2),
+    ]);
+    expect(removed.rowCount).toBeGreaterThan(0);
+
+    const saved = await progress(consumerId);
+    expect(await handOverToStream(db.pool, { consumerId, expectedVersion: saved.version })).toEqual({
+      kind: 'handed_over',
+      appliedPosition: journal.head,
+    });
+    expect(await loadPageProgress(db.pool, consumerId)).toBeNull();
+    const stream = await db.pool.query<{ events_applied: string; pending_start: string }>(
+      'SELECT events_applied, pending_start FROM checkpoints WHERE consumer_id = $1',
+      [consumerId],
+    );
+    expect(stream.rows).toEqual([{ events_applied: String(applied), pending_start: 'from_floor' }]);
   });
 });
 

@@ -105,6 +105,7 @@ export function poolPageStore(pool: pg.Pool): PageStore {
     recognisePageEvents: (consumerId, events) => recognisePageEvents(pool, consumerId, events),
     commitPageChunk: (chunk) => commitPageChunk(pool, chunk),
     swapPageCursor: (swap) => swapPageCursor(pool, swap),
+    recordFloor: (consumerId, history) => recordRetentionFloor(pool, consumerId, history),
   };
 }
 

@@ -61,6 +61,8 @@ export interface PageStore {
     next: string;
     historyId: string;
   }): Promise<CursorSwap>;
+  /** Saves the retention floor a page announced, which maintenance prunes receipts below. */
+  recordFloor?(consumerId: string, history: { id: string; floor: number }): Promise<void>;
 }
 
 export interface PageConsumerDeps {
@@ -242,6 +244,8 @@ class PageRun {
   /** The fixed target (null: none, or `head` not fixed yet). */
   #target: FixedPageTarget | null;
   #history: History | null = null;
+  /** The floor this run last saved: a page announcing the same one saves nothing. */
+  #savedFloor: { id: string; floor: number } | null = null;
 
   constructor(
     private readonly deps: PageConsumerDeps,
@@ -374,6 +378,7 @@ class PageRun {
       } else {
         const seen = this.#seeHistory(answer.page.history, cursor);
         if (seen) return seen;
+        await this.#recordFloor(answer.page.history);
         const shape = classifyPage(cursor, answer.page, this.#current.appliedPosition);
         if (shape.kind === 'advancing') return answer;
         // The reader is at the source's head: past the target, that is the target reached (a sparse filter may
@@ -395,6 +400,27 @@ class PageRun {
       } catch {
         throw new Cancelled();
       }
+    }
+  }
+
+  /**
+   * Saves the page's floor, as a stream session saves its hello's, so that maintenance prunes a backfill's receipts
+   * too (one that tails, or never hands over, would keep every receipt). A failure is logged, never a stop: a
+   * floor saved late removes nothing it should not.
+   */
+  async #recordFloor(history: History): Promise<void> {
+    const saved = this.#savedFloor;
+    if (saved !== null && saved.id === history.id && saved.floor === history.floor) return;
+    try {
+      await this.deps.store.recordFloor?.(this.input.consumerId, history);
+      this.#savedFloor = { id: history.id, floor: history.floor };
+    } catch (error) {
+      this.deps.log.warn('could not save the retention floor', {
+        consumerId: this.input.consumerId,
+        historyId: history.id,
+        floor: history.floor,
+        error: error instanceof Error ? error.message : String(error),
+      });
     }
   }
 

@@ -16,6 +16,7 @@ import type { QuarantineReason } from '../../protocol/types.js';
 import { acquireLease } from '../../db/state.js';
 import { resolveQuarantine } from '../../db/decisions.js';
 import { handOverToStream } from '../../db/page-decisions.js';
+import { DEFAULT_RETENTION_POLICY, runMaintenance } from '../../db/retention.js';
 import { ConsumerKindMismatch, UnknownConsumer } from '../../db/errors.js';
 import {
   addDecimal,
@@ -515,6 +516,39 @@ describe('full backfill', () => {
       [consumerId],
     );
     expect(stream.rows).toEqual([{ events_applied: String(applied), pending_start: 'from_floor' }]);
+  });
+});
+
+describe('retention', () => {
+  it('a backfill saves the floor its pages announce, so maintenance removes its receipts below it', async () => {
+    const journal = Journal.generate({ seed: 10, transitions: 40 });
+    const server = await startServer(journal);
+    const consumerId = 'pages-floor';
+    expect((await run(server, { consumerId, limit: 50, maxAttempts: 0 }).outcome).kind).toBe('caught_up');
+    const positions = async () =>
+      (
+        await db.pool.query<{ position: string }>(
+          'SELECT position FROM event_receipts WHERE consumer_id = $1 ORDER BY position',
+          [consumerId],
+        )
+      ).rows.map((r) => Number(r.position));
+    const before = await positions();
+    const floor = Math.floor(journal.head / 2);
+    expect(before.some((p) => p < floor)).toBe(true);
+
+    // A tailing backfill's next run is at the head: its page moves nothing, but announces the risen floor.
+    journal.setRetentionFloor(floor);
+    expect((await run(server, { consumerId, maxAttempts: 0 }).outcome).kind).toBe('caught_up');
+    const saved = await db.pool.query('SELECT history_id, floor FROM retention_floors WHERE consumer_id = $1', [
+      consumerId,
+    ]);
+    expect(saved.rows).toEqual([{ history_id: journal.historyId, floor: String(floor) }]);
+
+    const report = await runMaintenance(db.pool, { ...DEFAULT_RETENTION_POLICY, batchRows: 5 });
+    expect(report.consumers.find((c) => c.consumerId === consumerId)).toMatchObject({ floor, prunedBelow: floor });
+    expect(await positions()).toEqual(before.filter((p) => p >= floor));
+    // The backfill goes on from its cursor as before: nothing below the floor is asked for again.
+    expect((await run(server, { consumerId, maxAttempts: 0 }).outcome).kind).toBe('caught_up');
   });
 });
 

@@ -1,44 +1,18 @@
 // Migration 0003 (whale alert signals) on a database that already holds outbox rows: it only adds (a column,
 // states, an index, the NOTIFY triggers). Every existing row keeps its key, state, attempts and error, none is
 // marked suppressed, and the dispatcher's claim still finds the pending one; the new constraints hold.
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { drizzle } from 'drizzle-orm/node-postgres';
-import { migrate as drizzleMigrate } from 'drizzle-orm/node-postgres/migrator';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { claimOutbox, OUTBOX_CHANNEL } from '../../db/index.js';
-import { migrate, MIGRATIONS_FOLDER } from '../../db/migrate.js';
-import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { migrate } from '../../db/migrate.js';
+import { useTestDatabase } from '../support/db.js';
+import { migrateBefore } from '../support/migrations.js';
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase({ migrated: false });
-});
-afterAll(async () => {
-  await db.drop();
-});
-
-/** The migrations folder as it was before 0003: the same files, the journal cut after 0002. */
-function foldersBefore0003(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'whalehunt-migrations-0002-'));
-  cpSync(MIGRATIONS_FOLDER, dir, { recursive: true });
-  const journalPath = join(dir, 'meta', '_journal.json');
-  const journal = JSON.parse(readFileSync(journalPath, 'utf8')) as { entries: { tag: string }[] };
-  journal.entries = journal.entries.filter((entry) => entry.tag < '0003');
-  writeFileSync(journalPath, JSON.stringify(journal));
-  return dir;
-}
+const db = useTestDatabase({ migrated: false });
 
 describe('migration 0003_whale_alert_signals', () => {
   it('keeps every existing outbox row as it was, and the rows of both kinds keep working', async () => {
-    const before = foldersBefore0003();
-    try {
-      await drizzleMigrate(drizzle(db.pool), { migrationsFolder: before });
-    } finally {
-      rmSync(before, { recursive: true, force: true });
-    }
+    await migrateBefore(db.pool, '0003');
     await db.pool.query(
       `INSERT INTO outbox (consumer_id, idempotency_key, event_id, action, payload, status, attempts, last_error)
        VALUES ('c', 'whale_alert:ev-1', 'ev-1', 'whale_alert', '{"entityId":"a"}', 'pending', 0, NULL),

@@ -1,43 +1,17 @@
 // Migration 0007 (page applied totals) on a database that already holds page consumers: each starts its counter
 // from its applied receipts, the count the handover took before, so a backfill that handed over after the upgrade
 // carries the same total into its stream as one that handed over before it.
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { drizzle } from 'drizzle-orm/node-postgres';
-import { migrate as drizzleMigrate } from 'drizzle-orm/node-postgres/migrator';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrate, MIGRATIONS_FOLDER } from '../../db/migrate.js';
+import { describe, expect, it } from 'vitest';
+import { migrate } from '../../db/migrate.js';
 import { handOverToStream } from '../../db/page-decisions.js';
-import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { useTestDatabase } from '../support/db.js';
+import { migrateBefore } from '../support/migrations.js';
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase({ migrated: false });
-});
-afterAll(async () => {
-  await db.drop();
-});
-
-/** The migrations folder as it was before 0007: the same files, the journal cut after 0006. */
-function folderBefore0007(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'whalehunt-migrations-0006-'));
-  cpSync(MIGRATIONS_FOLDER, dir, { recursive: true });
-  const journalPath = join(dir, 'meta', '_journal.json');
-  const journal = JSON.parse(readFileSync(journalPath, 'utf8')) as { entries: { tag: string }[] };
-  journal.entries = journal.entries.filter((entry) => entry.tag < '0007');
-  writeFileSync(journalPath, JSON.stringify(journal));
-  return dir;
-}
+const db = useTestDatabase({ migrated: false });
 
 describe('migration 0007_page_applied_totals', () => {
   it('starts each page consumer from its applied receipts, and the handover carries that total on', async () => {
-    const before = folderBefore0007();
-    try {
-      await drizzleMigrate(drizzle(db.pool), { migrationsFolder: before });
-    } finally {
-      rmSync(before, { recursive: true, force: true });
-    }
+    await migrateBefore(db.pool, '0007');
     await db.pool.query(
       `INSERT INTO page_progress (consumer_id, stream, filter, filter_hash, applied_position, version)
        VALUES ('backfilled', 'polymarket', '{}', 'h', 5, 3), ('fresh', 'polymarket', '{}', 'h', 0, 0)`,

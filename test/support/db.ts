@@ -143,7 +143,7 @@ export async function createTestDatabase(
  * Registers a database for the calling test file: created before its tests, dropped after them unless one
  * failed (then kept, and its name printed). Read `pool`/`url`/`name` inside tests, not at import time.
  */
-export function useTestDatabase(options: { poolMax?: number } = {}): TestDatabase {
+export function useTestDatabase(options: { poolMax?: number; migrated?: boolean } = {}): TestDatabase {
   let db: TestDatabase | undefined;
   let failed = false;
   beforeAll(async () => {

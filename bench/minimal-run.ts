@@ -5,6 +5,7 @@
 // line (a StreamRunResult) last. Its environment names the key and subscription, so that the process loads
 // nothing of the consumer's pipeline.
 import pg from 'pg';
+import { startGcStats } from './gc-stats.js';
 import { createLeanTables } from './lean-statement.js';
 import { consumeMinimal } from './minimal-consumer.js';
 import type { StreamRunResult } from './stream-run.js';
@@ -23,6 +24,7 @@ const result = await withScratchDatabase('whalehunt_bench_minimal', async (dbUrl
   try {
     await createLeanTables(pool, consumerIds);
     process.stdout.write(`${TIMED_START} ${new URL(dbUrl).pathname.slice(1)}\n`);
+    const stopGcStats = startGcStats();
     const cpu = process.cpuUsage();
     const t = performance.now();
     const outcomes = await Promise.all(
@@ -39,6 +41,7 @@ const result = await withScratchDatabase('whalehunt_bench_minimal', async (dbUrl
     );
     const endedAt = performance.now();
     const used = process.cpuUsage(cpu);
+    const gc = stopGcStats();
     await endTimedWindow();
     const firstCommits = outcomes.map((o) => o.firstCommit!);
     const events = outcomes.reduce((sum, o) => sum + o.events, 0);
@@ -54,6 +57,7 @@ const result = await withScratchDatabase('whalehunt_bench_minimal', async (dbUrl
       cpuMs: (used.user + used.system) / 1000,
       maxRssMb: process.resourceUsage().maxRSS / 1024,
       liveHeapMb: null,
+      gc,
     };
   } finally {
     await pool.end();

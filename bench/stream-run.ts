@@ -13,6 +13,7 @@ import type { consumeStream as ConsumeStream } from '../activities/consume-strea
 import type { ConsumeStreamDeps } from '../activities/stream-ports.js';
 import type { ConsumeOutcome, StartDirective } from '../activities/types.js';
 import type * as Db from '../db/index.js';
+import { startGcStats, type GcStats } from './gc-stats.js';
 import { API_KEY, SUBSCRIPTION } from './simulator-process.js';
 import { endTimedWindow, TIMED_START, WORKER_STAGING, withScratchDatabase } from './support.js';
 import { NO_ACTIONS } from '../protocol/types.js';
@@ -29,6 +30,8 @@ export interface StreamRunResult {
   maxRssMb: number;
   /** heap mode only: the largest heapUsed right after a forced full GC */
   liveHeapMb: number | null;
+  /** what the garbage collector did over the timed window */
+  gc: GcStats;
   /**
    * The minimal consumer's only: start-up excluded, from the moment the last of its consumers had made its first
    * commit to the end, and the events committed in between
@@ -128,6 +131,7 @@ async function run(): Promise<StreamRunResult> {
         }, LIVE_HEAP_EVERY_MS);
       }
       process.stdout.write(`${TIMED_START} ${new URL(dbUrl).pathname.slice(1)}\n`);
+      const stopGcStats = startGcStats();
       const cpu = process.cpuUsage();
       const t = performance.now();
       try {
@@ -147,6 +151,7 @@ async function run(): Promise<StreamRunResult> {
       }
       const wallMs = performance.now() - t;
       const used = process.cpuUsage(cpu);
+      const gc = stopGcStats();
       await endTimedWindow();
       return {
         events,
@@ -157,6 +162,7 @@ async function run(): Promise<StreamRunResult> {
         maxRssMb: process.resourceUsage().maxRSS / 1024,
         liveHeapMb: heapMode ? liveHeap / 2 ** 20 : null,
         steady: null,
+        gc,
       };
     } finally {
       await pool.end();

@@ -84,6 +84,13 @@ export interface StreamRow {
   peakRssMb: number;
   /** from the separate heap pass; null for the minimal consumer (not measured) */
   liveHeapMb: number | null;
+  // The collector's figures (medians over the timed runs) are absent from results written before they were measured.
+  /** young-generation bytes the scavenges copied per event (kept young or promoted) */
+  scavengedBytesPerEvent?: number;
+  /** of which promoted to the old generation */
+  promotedBytesPerEvent?: number;
+  /** the main thread's garbage-collection pauses (scavenges and full collections) per event */
+  gcPauseUsPerEvent?: number;
 }
 
 /** A stream run with the CPU other processes spent over its timed window, ms (null where it cannot be read). */
@@ -210,6 +217,9 @@ async function rowsFor(ctx: BenchContext, checkpointEvery: number, postgres: Pos
         commit99Ms: round(percentile(commits, 99), 2),
         peakRssMb: round(median(runs.map((r) => r.maxRssMb))),
         liveHeapMb: consumer === 'minimal' ? null : round(heap.get(consumer)!.liveHeapMb ?? 0),
+        scavengedBytesPerEvent: Math.round(median(runs.map((r) => r.gc.scavengedBytes / events))),
+        promotedBytesPerEvent: Math.round(median(runs.map((r) => r.gc.promotedBytes / events))),
+        gcPauseUsPerEvent: round(median(runs.map((r) => ((r.gc.scavengeMs + r.gc.fullCollectionMs) * 1000) / events))),
       };
     });
   } finally {
@@ -259,7 +269,10 @@ export async function runStreamBench(ctx: BenchContext): Promise<void> {
     'its live and exited children) over the timed window, from /proc: any other client of the server counts too; run',
     "backends = the live backends of the run's own database alone; server cpu = the reference server process; machine",
     'cpu = client + run backends + server. minimal = the minimal consumer (bench/minimal-consumer.ts) on the same server',
-    'and journal, measured in each round after the trees: the anchor the ratios divide by.',
+    "and journal, measured in each round after the trees: the anchor the ratios divide by. From V8's GC profiler over",
+    'the timed window: scavenged = the young-generation bytes the scavenges copied (kept young or promoted) per event,',
+    "promoted = of which moved to the old generation, gc pause = the main thread's collection pauses per event (the",
+    "collector's parallel work on V8's helper threads is in client cpu, not here).",
     describePostgresCpu(postgres),
     describeMachine(start, end),
     '',
@@ -282,6 +295,9 @@ export async function runStreamBench(ctx: BenchContext): Promise<void> {
         'commit p99 ms',
         'peak RSS MB',
         'live heap MB',
+        'scavenged B/event',
+        'promoted B/event',
+        'gc pause µs/event',
       ],
       rows.map((r) => [
         r.checkpointEvery,
@@ -301,6 +317,9 @@ export async function runStreamBench(ctx: BenchContext): Promise<void> {
         r.commit99Ms,
         r.peakRssMb,
         r.liveHeapMb ?? '–',
+        r.scavengedBytesPerEvent ?? '–',
+        r.promotedBytesPerEvent ?? '–',
+        r.gcPauseUsPerEvent ?? '–',
       ]),
     ),
     '',

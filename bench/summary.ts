@@ -360,6 +360,8 @@ export function writeSummary(): void {
           'commit p50 ms',
           'peak RSS MB',
           'live heap MB',
+          'scavenged B/event',
+          'gc pause µs/event',
         ],
         stream.rows.map((r) => [
           r.checkpointEvery,
@@ -373,6 +375,8 @@ export function writeSummary(): void {
           r.commit50Ms,
           r.peakRssMb,
           r.liveHeapMb ?? '–',
+          r.scavengedBytesPerEvent ?? '–',
+          r.gcPauseUsPerEvent ?? '–',
         ]),
       ),
       '',

@@ -5,7 +5,7 @@
 // Also the backfill's side of `status`.
 import { setTimeout as delay } from 'node:timers/promises';
 import type pg from 'pg';
-import { loadPageProgress, type PageProgress } from '../db/pages.js';
+import { loadPageEventsApplied, loadPageProgress, type PageProgress } from '../db/pages.js';
 import { canonicalJson } from '../protocol/canonical.js';
 import { formatCount } from '../protocol/progress.js';
 import { appliedText, targetText } from '../workflows/backfill-state.js';
@@ -137,12 +137,16 @@ export async function showBackfillWorkflowStatus(
   } catch (error) {
     statusError = error instanceof Error ? error.message : String(error);
   }
-  let database: PageProgress | null = null;
+  let database: (PageProgress & { eventsApplied: number | null }) | null = null;
   let databaseError: string | null = null;
   let retention: RetentionView | null = null;
   if (pool) {
     try {
-      database = await loadPageProgress(pool, consumerId);
+      const [progress, eventsApplied] = await Promise.all([
+        loadPageProgress(pool, consumerId),
+        loadPageEventsApplied(pool, consumerId),
+      ]);
+      database = progress && { ...progress, eventsApplied };
     } catch (error) {
       databaseError = error instanceof Error ? error.message : String(error);
     }
@@ -176,6 +180,7 @@ export async function showBackfillWorkflowStatus(
   ];
   if (database) {
     rows.push(['applied position', `${database.appliedPosition}   version ${database.version}`]);
+    if (database.eventsApplied !== null) rows.push(['events applied', formatCount(database.eventsApplied)]);
     rows.push(['resume cursor', database.resumeCursor === null ? 'none (the retention floor)' : 'saved']);
   } else {
     rows.push([

@@ -7,7 +7,7 @@ import { redactSecret } from '../protocol/redact.js';
 import { consumePages, type PageHeartbeat, type PageOutcome } from '../activities/page-consumer.js';
 import { pageConsumerConfig, poolPageStore } from '../activities/index.js';
 import { createPool, migrate } from '../db/index.js';
-import { loadPageProgress } from '../db/pages.js';
+import { loadPageEventsApplied, loadPageProgress } from '../db/pages.js';
 import { ConfigError, loadConfig, type WorkerConfig } from '../worker/config.js';
 import { onShutdownSignal } from '../worker/shutdown-signal.js';
 import type { CliCommand } from './args.js';
@@ -159,7 +159,10 @@ export async function showBackfillStatus(
   if (!databaseUrl) throw new CliError('config_invalid', 'backfill-status reads the database: set DATABASE_URL');
   const pool = createPool(databaseUrl, { max: 1 });
   try {
-    const progress = await loadPageProgress(pool, cmd.consumerId).catch((cause: unknown) => {
+    const [progress, eventsApplied] = await Promise.all([
+      loadPageProgress(pool, cmd.consumerId),
+      loadPageEventsApplied(pool, cmd.consumerId),
+    ]).catch((cause: unknown) => {
       throw new CliError(
         'database_unavailable',
         `could not read page progress: ${cause instanceof Error ? cause.message : String(cause)}`,
@@ -169,7 +172,7 @@ export async function showBackfillStatus(
     if (!progress)
       throw new CliError('unknown_consumer', `no page consumer ${cmd.consumerId} (it has never run a backfill)`);
     if (cmd.json) {
-      io.out(JSON.stringify(progress));
+      io.out(JSON.stringify({ ...progress, eventsApplied }));
       return 0;
     }
     io.out(
@@ -178,6 +181,7 @@ export async function showBackfillStatus(
         `  stream            ${progress.stream}  history ${progress.historyId ?? '(none yet)'}`,
         `  filter            ${canonicalJson(progress.filter)}`,
         `  applied position  ${progress.appliedPosition}`,
+        ...(eventsApplied === null ? [] : [`  events applied    ${formatCount(eventsApplied)}`]),
         `  version           ${progress.version}`,
         `  resume cursor     ${progress.resumeCursor === null ? 'none: the next run starts at the retention floor' : 'saved: the next run continues from it'}`,
       ].join('\n'),

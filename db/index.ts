@@ -13,6 +13,7 @@ export {
   type QuarantineRecord,
 } from './decisions.js';
 export {
+  loadPageEventsApplied,
   loadPageProgress,
   openPageProgress,
   recognisePageEvents,

@@ -15,7 +15,7 @@ import { EFFECT_PARAM_COUNT, EFFECT_WRITE_CTES, effectWriteValues } from './comm
 import type { RawRow } from './rows.js';
 import type { pageProgress } from './schema.js';
 import { lockConsumerKind } from './state.js';
-import { inTransaction, toStorageFailure } from './transaction.js';
+import { inTransaction, SQLSTATE, sqlStateOf, toStorageFailure } from './transaction.js';
 
 export interface PageProgress {
   consumerId: string;
@@ -48,6 +48,24 @@ function toProgress(row: ProgressRow): PageProgress {
     appliedPosition: Number(row.applied_position),
     version: row.version,
   };
+}
+
+/**
+ * The events a page consumer's chunks have applied (migration 0007's counter): null when it has no page progress,
+ * or when the database predates the counter (its worker migrates it when it next starts), so that a status read
+ * never fails for it.
+ */
+export async function loadPageEventsApplied(pool: pg.Pool, consumerId: string): Promise<number | null> {
+  try {
+    const res = await pool.query<{ events_applied: string }>(
+      'SELECT events_applied FROM page_progress WHERE consumer_id = $1',
+      [consumerId],
+    );
+    return res.rows[0] ? Number(res.rows[0].events_applied) : null;
+  } catch (error) {
+    if (sqlStateOf(error) === SQLSTATE.undefinedColumn) return null;
+    throw toStorageFailure('loadPageEventsApplied', consumerId, error);
+  }
 }
 
 export async function loadPageProgress(pool: pg.Pool, consumerId: string): Promise<PageProgress | null> {

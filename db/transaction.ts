@@ -21,9 +21,11 @@ export const SQLSTATE = {
   idleInTransactionTimeout: '25P03',
   tooManyConnections: '53300',
   raiseException: 'P0001',
+  /** a column the statement names does not exist (a database not yet migrated to it) */
+  undefinedColumn: '42703',
 } as const;
 
-function sqlStateOf(error: unknown): string | undefined {
+export function sqlStateOf(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
 }

@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { migrate } from '../../db/migrate.js';
 import { handOverToStream } from '../../db/page-decisions.js';
+import { loadPageEventsApplied } from '../../db/pages.js';
 import { useTestDatabase } from '../support/db.js';
 import { migrateBefore } from '../support/migrations.js';
 
@@ -24,7 +25,12 @@ describe('migration 0007_page_applied_totals', () => {
               ('backfilled', 'e5', 'v2:e', 5, 0, 'applied'), ('other', 'e1', 'v2:a', 1, 0, 'applied')`,
     );
 
+    // A status read before the worker has migrated shows no counter rather than failing.
+    expect(await loadPageEventsApplied(db.pool, 'backfilled')).toBeNull();
+
     await migrate(db.pool);
+    expect(await loadPageEventsApplied(db.pool, 'backfilled')).toBe(3);
+    expect(await loadPageEventsApplied(db.pool, 'never-ran')).toBeNull();
     const totals = await db.pool.query<{ consumer_id: string; events_applied: string }>(
       'SELECT consumer_id, events_applied FROM page_progress ORDER BY consumer_id',
     );

@@ -8,6 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadCommitted } from '../../db/index.js';
 import { loadPageProgress } from '../../db/pages.js';
+import { formatCount } from '../../protocol/progress.js';
 import { Journal } from '../../simulator/journal.js';
 import type { backfillWorkflow, consumerWorkflow } from '../../workflows/index.js';
 import {
@@ -125,6 +126,13 @@ describe('backfillWorkflow', () => {
       expect(status, status.stderr).toMatchObject({ code: 0 });
       expect(status.stdout).toContain('backfill (paginated history source)');
       expect(status.stdout).toMatch(new RegExp(`applied position\\s+${journal.history.head}\\b`));
+      const eventsApplied = (
+        await db.pool.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM event_receipts WHERE consumer_id = $1 AND outcome = 'applied'`,
+          [consumerId],
+        )
+      ).rows[0]!.n;
+      expect(status.stdout).toMatch(new RegExp(`events applied\\s+${formatCount(eventsApplied)}\n`));
       expect(status.stdout).toMatch(new RegExp(`progress\\s+applied ${head} of ${head}\n`));
       expect(status.stdout).toMatch(new RegExp(`target\\s+${head} \\(the source's head at the first page, `));
       expect(status.stdout).toMatch(/ended\s+reached its target/);

@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { loadPageProgress } from '../../db/pages.js';
+import { formatCount } from '../../protocol/progress.js';
 import { Journal } from '../../simulator/journal.js';
 import { ReferenceStreamServer } from '../../simulator/server.js';
 import { dumpState } from '../db/state-dump.js';
@@ -80,10 +81,14 @@ describe('whalehunt-consumer backfill against the reference page source', () => 
     expect(status, status.stderr).toMatchObject({ code: 0 });
     expect(status.stdout).toMatch(new RegExp(`applied position\\s+${journal.history.head}\\b`));
     expect(status.stdout).toContain('resume cursor     saved');
+    // The chunks' counter: every applied receipt once, the second run's recognised events not again.
+    const eventsApplied = applied.receipts.filter((r) => r.outcome === 'applied').length;
+    expect(status.stdout).toMatch(new RegExp(`events applied\\s+${formatCount(eventsApplied)}\n`));
     const json = JSON.parse((await run('backfill-status', '--consumer', consumerId, '--json')).stdout) as {
       appliedPosition: number;
+      eventsApplied: number;
     };
-    expect(json.appliedPosition).toBe(journal.history.head);
+    expect(json).toMatchObject({ appliedPosition: journal.history.head, eventsApplied });
 
     for (const result of [first, second, status]) expect(result.stdout + result.stderr).not.toContain(API_KEY);
     await res.close(server);

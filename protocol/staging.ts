@@ -4,6 +4,7 @@
 // previous one; observedAt is carried, never used for ordering.
 import { eventContentHash, tradeContentHash } from './canonical.js';
 import { isSupportedKind, parseTradeData, type ServerFrameOf, type WireEvent } from './codec.js';
+import { RepeatedStrings } from './repeated-strings.js';
 import { ProtocolViolation } from './session-fence.js';
 import type { Binding, CheckpointPlan, EventDelivery, QualityNotice, StagedEvent, StartMode } from './types.js';
 
@@ -16,15 +17,22 @@ export interface StagingLimits {
 /**
  * A wire event at its journal position as staged: the stream's batches and the page source share this. A
  * supported kind must carry well-formed data (throws WireError naming the field); an unsupported kind is staged
- * for quarantine as is. `receivedAt`: when its frame or page arrived (epoch ms).
+ * for quarantine as is. `receivedAt`: when its frame or page arrived (epoch ms). `repeated`: where the trade's
+ * repeating values (market, asset, wallet) share one instance each; the event's data, decoded for it alone, takes them.
  */
 export function toStagedEvent(
   event: WireEvent,
   position: number,
   delivery: EventDelivery,
   receivedAt: number,
+  repeated?: RepeatedStrings,
 ): StagedEvent {
   const trade = isSupportedKind(event.kind) ? parseTradeData(event.kind, event.data) : null;
+  if (trade !== null && repeated !== undefined) {
+    trade.market = repeated.share(trade.market);
+    trade.asset = repeated.share(trade.asset);
+    trade.wallet = repeated.share(trade.wallet);
+  }
   return {
     position,
     ordinal: event.ordinal,
@@ -84,6 +92,7 @@ export class StagingBuffer {
   #lastBatchPosition: number | null = null;
   #lastItemPosition: number;
   #cutReached = false;
+  readonly #repeated = new RepeatedStrings();
 
   constructor(ctx: StagingContext) {
     this.#ctx = ctx;
@@ -161,7 +170,7 @@ export class StagingBuffer {
           );
         }
         previousOrdinal = event.ordinal;
-        events.push(toStagedEvent(event, frame.position, frame.deliveryMode, receivedAt));
+        events.push(toStagedEvent(event, frame.position, frame.deliveryMode, receivedAt, this.#repeated));
       }
       this.#checkBounds(events.length, this.#bytes + bytes);
     } catch (error) {

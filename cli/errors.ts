@@ -15,8 +15,21 @@ export type CliErrorCode =
   | 'maintenance_failed'
   | 'nothing_matched';
 
+/**
+ * A CliError is one by this mark, not by its class: the bundled CLI (dist/cli/main.js) starts `run` and `backfill`
+ * from their unbundled modules, whose CliError is another copy of this class, and the exit code depends on telling
+ * their errors apart.
+ */
+const CLI_ERROR = Symbol.for('whalehunt-consumer.CliError');
+
 export class CliError extends Error {
   override readonly name = 'CliError';
+  readonly [CLI_ERROR] = true;
+
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === 'object' && value !== null && (value as { [CLI_ERROR]?: unknown })[CLI_ERROR] === true;
+  }
+
   constructor(
     readonly code: CliErrorCode,
     message: string,

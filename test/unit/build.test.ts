@@ -17,9 +17,11 @@ import {
 } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildInputs, buildProblem, hashInputs, PACKAGE_ROOT, type BuildManifest } from '../../worker/build-info.js';
+
+const BUNDLES = ['workflow-bundle.js', join('cli', 'main.js')];
 
 const scratchDirs: string[] = [];
 afterEach(() => {
@@ -67,7 +69,9 @@ describe('dist/', () => {
     };
     const builtins = new Set(builtinModules);
     const outside = readdirSync(join(PACKAGE_ROOT, 'dist'), { recursive: true, withFileTypes: true })
-      .filter((entry) => entry.isFile() && entry.name.endsWith('.js') && entry.name !== 'workflow-bundle.js')
+      .filter((entry) => entry.isFile() && entry.name.endsWith('.js'))
+      // The bundles carry their packages inside: the CLI's imports are checked below, the workflows' by the SDK.
+      .filter((entry) => !BUNDLES.includes(relative(join(PACKAGE_ROOT, 'dist'), join(entry.parentPath, entry.name))))
       .flatMap((entry) => {
         const text = readFileSync(join(entry.parentPath, entry.name), 'utf8');
         const specifiers = [...text.matchAll(/(?:\bfrom\s+|\bimport\s*\(\s*|^import\s+)'([^']+)'/gm)].map((m) => m[1]!);
@@ -83,6 +87,29 @@ describe('dist/', () => {
           .map((name) => `${entry.name}: ${name}`);
       });
     expect(outside).toEqual([]);
+  });
+});
+
+describe('dist/cli/main.js, the CLI bundle', () => {
+  const bundle = () => readFileSync(join(PACKAGE_ROOT, 'dist/cli/main.js'), 'utf8');
+
+  it('loads nothing at start but Node built-ins: the packages are inside, the worker SDK is loaded by run alone', () => {
+    const staticImports = [...bundle().matchAll(/^import\s[^'"]*['"]([^'"]+)['"]/gm)].map((m) => m[1]!);
+    expect(staticImports.length).toBeGreaterThan(0);
+    expect(staticImports.filter((specifier) => !specifier.startsWith('node:'))).toEqual([]);
+    // What run and backfill load when they start: the modules tsc wrote beside the bundle.
+    expect(bundle()).toContain('import("./run.js")');
+    expect(bundle()).toContain('import("./backfill.js")');
+  });
+
+  it('keeps the exit code of an error thrown by a command it loads unbundled', () => {
+    // backfill-status comes from dist/cli/backfill.js, whose CliError is another copy of the bundle's.
+    const call = runNode(copyOfBuild(false), 'dist/cli/main.js', 'backfill-status', '--consumer', 'c1');
+    expect(call).toMatchObject({
+      status: 2,
+      stdout: '',
+      stderr: 'error (config_invalid): backfill-status reads the database: set DATABASE_URL\n',
+    });
   });
 });
 

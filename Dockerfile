@@ -1,7 +1,7 @@
 # The worker image of docker-compose.yml (its consumer-start service runs the CLI from it too), in two stages:
 # the build stage installs every dependency and runs `npm run build` (tsc into dist/, the prebuilt workflow
-# bundle and the one-file CLI); the image itself holds dist/, the production dependencies and the consumer-start script, no sources,
-# no TypeScript tooling. Node 24, the current LTS (package.json "engines": 20.19+, 22.13+, 24).
+# bundle and the one-file CLI); the image itself holds dist/, the production dependencies and the consumer-start
+# script, no sources, no TypeScript tooling. Node 24, the current LTS (package.json "engines": 20.19+, 22.13+, 24).
 FROM node:24.22.3-bookworm-slim AS build
 
 WORKDIR /app

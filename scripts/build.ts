@@ -113,14 +113,15 @@ async function bundleCli(): Promise<void> {
  * is where tsc put them.
  */
 function distLayout(bundleDir: string): Plugin {
-  const ownModule = new RegExp(`^${escapeRegExp(DIST_DIR + sep)}.*\\.js$`);
   return {
     name: 'dist-layout',
     setup(build) {
       build.onResolve({ filter: CLI_LAZY_MODULES }, (args) =>
         args.importer === CLI_ENTRY ? { path: args.path, external: true } : undefined,
       );
-      build.onLoad({ filter: ownModule }, (args) => {
+      build.onLoad({ filter: /\.js$/ }, (args) => {
+        // Packages load as they are; only what tsc wrote into dist/ is ours.
+        if (!args.path.startsWith(DIST_DIR + sep)) return undefined;
         const location = `./${relative(bundleDir, args.path).split(sep).join('/')}`;
         const source = readFileSync(args.path, 'utf8');
         const contents = source.replaceAll(
@@ -132,8 +133,6 @@ function distLayout(bundleDir: string): Plugin {
     },
   };
 }
-
-const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 const noop = (): void => undefined;
 /** Webpack's progress is noise here; its warnings and errors are not. */

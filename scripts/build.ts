@@ -5,10 +5,11 @@
 // last dist/build-manifest.json, the hashes of the inputs it was built from (worker/build-info.ts checks them).
 // `--if-stale` builds only when dist/ is not a complete build of the current inputs (scripts/test.sh).
 import { spawnSync } from 'node:child_process';
-import { chmodSync, cpSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { build as esbuild, type Plugin } from 'esbuild';
+import { leanProtoRoot } from './lean-proto-root.js';
 import {
   BUILD_MANIFEST_FILE,
   buildProblem,
@@ -97,13 +98,23 @@ async function bundleCli(): Promise<void> {
     banner: {
       js: "import { createRequire as createBundleRequire } from 'node:module';\nconst require = createBundleRequire(import.meta.url);",
     },
-    plugins: [distLayout(dirname(CLI_ENTRY))],
+    plugins: [distLayout(dirname(CLI_ENTRY)), leanProtoRoot()],
     logLevel: 'warning',
   });
   // tsc's shebang line is the entry's first line, which the bundle keeps above the banner.
   const text = readFileSync(bundled, 'utf8');
   if (!text.startsWith('#!/usr/bin/env node\n')) throw new Error('the CLI bundle lost its shebang line');
-  renameSync(bundled, CLI_ENTRY);
+  writeFileSync(CLI_ENTRY, escapeNonAscii(text));
+  rmSync(bundled);
+}
+
+/**
+ * Node reads an ASCII-only module as one-byte text, faster than UTF-8 with a few wide characters in it (which make
+ * all of it two-byte). esbuild's default charset already escapes every non-ASCII character in code; what is left
+ * is in the comments it keeps, where an escape means nothing.
+ */
+function escapeNonAscii(text: string): string {
+  return text.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /**

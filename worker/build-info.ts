@@ -29,7 +29,13 @@ export const WORKFLOW_BUNDLER_OPTIONS = {
 /** The rooms tsconfig.build.json compiles; every file in them is an input (db/migrations is copied as it is). */
 export const SOURCE_ROOMS = ['protocol', 'domain', 'db', 'simulator', 'activities', 'workflows', 'worker', 'cli'];
 /** Inputs outside the rooms: the lockfile pins the workflow SDK the bundle embeds. */
-const BUILD_INPUTS = ['package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'scripts/build.ts'];
+const BUILD_INPUTS = [
+  'package-lock.json',
+  'tsconfig.json',
+  'tsconfig.build.json',
+  'scripts/build.ts',
+  'scripts/lean-proto-root.ts',
+];
 
 export interface BuildManifest {
   builtAt: string;

@@ -15,10 +15,12 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { builtinModules } from 'node:module';
+import { builtinModules, createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
+import { compileFunction } from 'node:vm';
 import { afterEach, describe, expect, it } from 'vitest';
+import { withoutUnusedProtoNamespaces } from '../../scripts/lean-proto-root.js';
 import { buildInputs, buildProblem, hashInputs, PACKAGE_ROOT, type BuildManifest } from '../../worker/build-info.js';
 
 const BUNDLES = ['workflow-bundle.js', join('cli', 'main.js')];
@@ -102,6 +104,12 @@ describe('dist/cli/main.js, the CLI bundle', () => {
     expect(bundle()).toContain('import("./backfill.js")');
   });
 
+  it('is ASCII only, so Node reads it as one-byte text, and carries the lean protobuf root', () => {
+    expect(bundle()).not.toMatch(/[\u0080-\uffff]/);
+    expect(bundle()).not.toContain('io.temporal.api.cloud.cloudservice');
+    expect(bundle()).toContain('io.temporal.api.workflowservice.v1');
+  });
+
   it('keeps the exit code of an error thrown by a command it loads unbundled', () => {
     // backfill-status comes from dist/cli/backfill.js, whose CliError is another copy of the bundle's.
     const call = runNode(copyOfBuild(false), 'dist/cli/main.js', 'backfill-status', '--consumer', 'c1');
@@ -110,6 +118,45 @@ describe('dist/cli/main.js, the CLI bundle', () => {
       stdout: '',
       stderr: 'error (config_invalid): backfill-status reads the database: set DATABASE_URL\n',
     });
+  });
+});
+
+describe("the CLI bundle's protobuf root (scripts/lean-proto-root.ts)", () => {
+  interface ReflectedRoot {
+    lookup(path: string): unknown;
+    lookupService(path: string): { methodsArray: unknown[] };
+    resolveAll(): unknown;
+  }
+
+  it('resolves every type and method the namespaces it keeps name, and holds none of those no command uses', () => {
+    const path = createRequire(import.meta.url).resolve('@temporalio/proto/protos/json-module.js');
+    const requireBeside = createRequire(path);
+    const light = requireBeside('protobufjs/light') as object;
+    const module = { exports: {} as ReflectedRoot };
+    // A registry of roots of its own: the module caches its root there by name, and would add to a loaded one.
+    const requireFresh = (id: string): unknown =>
+      id === 'protobufjs/light' ? { ...light, roots: {} } : requireBeside(id);
+    const load = compileFunction(withoutUnusedProtoNamespaces(readFileSync(path, 'utf8')), ['require', 'module']) as (
+      require: (id: string) => unknown,
+      module: { exports: ReflectedRoot },
+    ) => void;
+    load(requireFresh, module);
+    const root = module.exports;
+    for (const pruned of ['coresdk', 'temporal.api.cloud', 'grpc.gateway']) expect(root.lookup(pruned)).toBeNull();
+    expect(() => root.resolveAll()).not.toThrow();
+    expect(root.lookupService('temporal.api.workflowservice.v1.WorkflowService').methodsArray.length).toBeGreaterThan(
+      100,
+    );
+    expect(root.lookupService('temporal.api.operatorservice.v1.OperatorService').methodsArray.length).toBeGreaterThan(
+      0,
+    );
+  });
+
+  it('fails the build on a json-module laid out otherwise or without a namespace it removes', () => {
+    expect(() => withoutUnusedProtoNamespaces('module.exports = {};')).toThrow('json-module.js has a new layout');
+    expect(() => withoutUnusedProtoNamespaces('$root.addJSON({"coresdk":{},"temporal":{"nested":{}}});')).toThrow(
+      'has no namespace temporal.api.cloud',
+    );
   });
 });
 

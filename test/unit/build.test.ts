@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { compileFunction } from 'node:vm';
 import { afterEach, describe, expect, it } from 'vitest';
-import { withoutUnusedProtoNamespaces } from '../../scripts/lean-proto-root.js';
+import { CLI_UNUSED_PROTO_NAMESPACES, withoutUnusedProtoNamespaces } from '../../scripts/lean-proto-root.js';
 import { buildInputs, buildProblem, hashInputs, PACKAGE_ROOT, type BuildManifest } from '../../worker/build-info.js';
 
 const BUNDLES = ['workflow-bundle.js', join('cli', 'main.js')];
@@ -142,7 +142,7 @@ describe("the CLI bundle's protobuf root (scripts/lean-proto-root.ts)", () => {
     ) => void;
     load(requireFresh, module);
     const root = module.exports;
-    for (const pruned of ['coresdk', 'temporal.api.cloud', 'grpc.gateway']) expect(root.lookup(pruned)).toBeNull();
+    for (const pruned of CLI_UNUSED_PROTO_NAMESPACES) expect(root.lookup(pruned.join('.'))).toBeNull();
     expect(() => root.resolveAll()).not.toThrow();
     expect(root.lookupService('temporal.api.workflowservice.v1.WorkflowService').methodsArray.length).toBeGreaterThan(
       100,

@@ -1,17 +1,16 @@
 // Consecutive checkpoint plans of one session folded into the writes of one commit (docs/protocol.md §5, group commit):
-// decideCommit on each plan in order, each seeing the rows read from the database plus the previous plans' own
-// writes, exactly as if each had committed before the next was decided. The fold stops before the first plan that
+// the rules of decideCommit on each plan in order, each seeing the rows read from the database plus the previous plans'
+// own writes, exactly as if each had committed before the next was decided. The fold stops before the first plan that
 // would not simply commit (a conflict, a held quarantine) or does not continue the previous one as the saved state
 // would after its commit; what came before it commits, the stop lands exactly there.
 import {
-  decideCommit,
+  decideNext,
   newestNoticePerScope,
+  nothingDecided,
   validatePlanAgainstSaved,
   type CommitDecision,
   type CommitWrites,
   type ExecutionState,
-  type ExistingQuarantine,
-  type ExistingReceipt,
   type ExistingRows,
   type QuarantineWrite,
   type RevisionWrite,
@@ -55,12 +54,7 @@ export interface Fold {
 }
 
 export function foldPlans(plans: readonly CheckpointPlan[], read: ExistingRows): Fold {
-  const receipts = new Map<string, ExistingReceipt>(read.receipts);
-  const quarantine = new Map<string, ExistingQuarantine>(read.quarantine);
-  const executions = new Map<string, ExecutionState>(read.executions);
-  const existing: ExistingRows = { receipts, quarantine, executions };
-  /** every execution the run changed, at its latest state, in the order each first changed */
-  const changed = new Map<string, ExecutionState>();
+  const decided = nothingDecided();
   const deltas = new Map<string, { volume: Decimal; count: number }>();
   const notices = new Map<string, FoldedNotice>();
   const out: FoldedWrites = {
@@ -75,40 +69,19 @@ export function foldPlans(plans: readonly CheckpointPlan[], read: ExistingRows):
     counts: [],
     outboxed: [],
   };
-  let stop: Fold['stop'] = null;
   for (const [index, plan] of plans.entries()) {
-    if (index > 0 && !continues(plans[index - 1]!, plan)) {
-      stop = { kind: 'discontinuous' };
-      break;
-    }
-    const decision = decideCommit(plan, existing);
+    if (index > 0 && !continues(plans[index - 1]!, plan))
+      return { writes: finish(out), stop: { kind: 'discontinuous' } };
+    const decision = decideNext(plan, read, decided);
     if (decision.kind !== 'committed') {
-      stop = decision;
-      break;
+      // The plan recorded part of itself in `decided` before it stopped: the writes are those of the plans before
+      // it, decided again without it (a stop is rare; keeping an undo record instead cost every event).
+      return { writes: foldPlans(plans.slice(0, index), read).writes, stop: decision };
     }
     const w = decision.writes;
-    // What this plan wrote is what the later plans read as saved; the last plan has none after it.
-    const readLater = index < plans.length - 1;
-    for (const r of w.receipts) {
-      // the same object, not a copy per event
-      if (readLater) receipts.set(r.eventId, r);
-      out.receipts.push(r);
-    }
-    for (const e of w.executions) {
-      if (readLater) executions.set(e.entityId, e);
-      changed.set(e.entityId, e);
-    }
-    for (const q of w.quarantine) {
-      if (readLater) {
-        quarantine.set(q.eventId, {
-          contentHash: q.contentHash,
-          position: q.position,
-          ordinal: q.ordinal,
-          disposition: 'terminal',
-        });
-      }
-      out.quarantine.push(q);
-    }
+    // Element by element: a checkpoint's thousands of receipts are more arguments than a spread call takes.
+    for (const r of w.receipts) out.receipts.push(r);
+    for (const q of w.quarantine) out.quarantine.push(q);
     out.revisions.push(...w.revisions);
     out.outbox.push(...w.outbox);
     for (const d of w.marketDeltas) {
@@ -128,11 +101,16 @@ export function foldPlans(plans: readonly CheckpointPlan[], read: ExistingRows):
     out.outboxed.push(w.outbox.length);
     out.count += 1;
   }
-  out.executions = [...changed.values()];
-  // A market some plan touched keeps its row even when the run's deltas cancel out, as one commit at a time would.
-  for (const [market, d] of deltas) out.marketDeltas.push({ market, volume: formatDecimal(d.volume), count: d.count });
-  out.quality = [...notices.values()];
-  return { writes: out, stop };
+  return { writes: finish(out), stop: null };
+
+  function finish(writes: FoldedWrites): FoldedWrites {
+    writes.executions = [...decided.executions.values()];
+    // A market some plan touched keeps its row even when the run's deltas cancel out, as one commit at a time would.
+    for (const [market, d] of deltas)
+      writes.marketDeltas.push({ market, volume: formatDecimal(d.volume), count: d.count });
+    writes.quality = [...notices.values()];
+    return writes;
+  }
 }
 
 /** A later plan of a run continues the previous one exactly as the saved state would after its commit. */

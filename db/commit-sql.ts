@@ -424,11 +424,11 @@ export function checkpointColumns({ binding, checkpoint }: CheckpointPlan): unkn
 /** Receipt rows as the array parameters both commit statements take (event id, hash, position, ordinal, outcome). */
 export function receiptColumns(r: readonly ReceiptWrite[]): Buffer[] {
   return [
-    binaryTextArray(r, (x) => x.eventId),
-    binaryTextArray(r, (x) => x.contentHash),
-    binaryBigintArray(r, (x) => x.position),
-    binaryIntArray(r, (x) => x.ordinal),
-    binaryTextArray(r, (x) => x.outcome),
+    binaryTextArray(r.map((x) => x.eventId)),
+    binaryTextArray(r.map((x) => x.contentHash)),
+    binaryBigintArray(r.map((x) => x.position)),
+    binaryIntArray(r.map((x) => x.ordinal)),
+    binaryTextArray(r.map((x) => x.outcome)),
   ];
 }
 
@@ -438,18 +438,18 @@ export function receiptColumns(r: readonly ReceiptWrite[]): Buffer[] {
  */
 export function executionColumns(e: readonly ExecutionState[]): (Buffer | string)[] {
   return [
-    binaryTextArray(e, (x) => x.entityId),
-    binaryIntArray(e, (x) => x.revision),
-    binaryTextArray(e, (x) => x.market),
-    binaryTextArray(e, (x) => x.asset),
-    binaryTextArray(e, (x) => x.side),
+    binaryTextArray(e.map((x) => x.entityId)),
+    binaryIntArray(e.map((x) => x.revision)),
+    binaryTextArray(e.map((x) => x.market)),
+    binaryTextArray(e.map((x) => x.asset)),
+    binaryTextArray(e.map((x) => x.side)),
     numberArray(e.map((x) => x.price)),
     numberArray(e.map((x) => x.size)),
     numberArray(e.map((x) => x.notional)),
-    binaryTextArray(e, (x) => x.wallet),
-    binaryTextArray(e, (x) => x.txHash),
-    binaryBigintArray(e, (x) => x.firstPosition),
-    binaryBigintArray(e, (x) => x.lastPosition),
-    binaryTextArray(e, (x) => x.eventId),
+    binaryTextArray(e.map((x) => x.wallet)),
+    binaryTextArray(e.map((x) => x.txHash)),
+    binaryBigintArray(e.map((x) => x.firstPosition)),
+    binaryBigintArray(e.map((x) => x.lastPosition)),
+    binaryTextArray(e.map((x) => x.eventId)),
   ];
 }

@@ -75,7 +75,7 @@ export function foldPlans(plans: readonly CheckpointPlan[], read: ExistingRows):
     const decision = decideNext(plan, read, decided);
     if (decision.kind !== 'committed') {
       // The plan recorded part of itself in `decided` before it stopped: the writes are those of the plans before
-      // it, decided again without it (a stop is rare; keeping an undo record instead cost every event).
+      // it, decided again without it (a stop is rare; an undo record would cost every event).
       return { writes: foldPlans(plans.slice(0, index), read).writes, stop: decision };
     }
     const w = decision.writes;

@@ -154,8 +154,8 @@ export function decideCommit(plan: DecidablePlan, existing: ExistingRows): Commi
 
 /**
  * What the plans a fold has decided so far wrote that a later plan reads, kept in one place for all of them rather
- * than in maps per plan merged after each (a hash-table insert per event each, a fifth of what a worker's commit
- * path allocated).
+ * than in maps per plan merged into copies after each (those kept about a fifth more of every event alive at each
+ * young-generation collection).
  */
 export interface Decided {
   /** The content hash of every event the plans met, by eventId: the same eventId again is a duplicate or a conflict. */
@@ -168,10 +168,9 @@ export function nothingDecided(): Decided {
   return { seen: new Map(), executions: new Map() };
 }
 
-/** A plan's writes as decideNext returns them: the executions it changed are in the Decided it was given. */
-export type PlanWritesOf = Omit<CommitWrites, 'executions'>;
-
-export type PlanDecision = Exclude<CommitDecision, { kind: 'committed' }> | { kind: 'committed'; writes: PlanWritesOf };
+/** A plan's decision as decideNext returns it: the executions it changed are in the Decided it was given. */
+export type PlanDecision =
+  Exclude<CommitDecision, { kind: 'committed' }> | { kind: 'committed'; writes: Omit<CommitWrites, 'executions'> };
 
 /**
  * decideCommit of the next plan of a fold, reading `existing` (the database's rows) under what the fold's earlier

@@ -3,7 +3,7 @@
 // (position, ordinal) because the server delivers them that way and every frame is checked against the
 // previous one; observedAt is carried, never used for ordering.
 import { eventContentHash, tradeContentHash } from './canonical.js';
-import { isSupportedKind, parseTradeData, type ServerFrameOf, type WireEvent } from './codec.js';
+import { isSupportedKind, parseTradeData, type ServerFrameOf, type TradeData, type WireEvent } from './codec.js';
 import { RepeatedStrings } from './repeated-strings.js';
 import { ProtocolViolation } from './session-fence.js';
 import type { Binding, CheckpointPlan, EventDelivery, QualityNotice, StagedEvent, StartMode } from './types.js';
@@ -14,17 +14,23 @@ export interface StagingLimits {
   maxAgeMs: number;
 }
 
+/** How the frame or page that carried events arrived: one per frame, shared by its events. */
+export interface Arrival {
+  readonly delivery: EventDelivery;
+  /** When the frame or page arrived (epoch ms). */
+  readonly receivedAt: number;
+}
+
 /**
  * A wire event at its journal position as staged: the stream's batches and the page source share this. A
  * supported kind must carry well-formed data (throws WireError naming the field); an unsupported kind is staged
- * for quarantine as is. `receivedAt`: when its frame or page arrived (epoch ms). `repeated`: where the trade's
- * repeating values (market, asset, wallet) share one instance each; the event's data, decoded for it alone, takes them.
+ * for quarantine as is. `repeated`: where the trade's repeating values (market, asset, wallet) share one instance
+ * each; the event's data, decoded for it alone, takes them.
  */
 export function toStagedEvent(
   event: WireEvent,
   position: number,
-  delivery: EventDelivery,
-  receivedAt: number,
+  arrival: Arrival,
   repeated?: RepeatedStrings,
 ): StagedEvent {
   const trade = isSupportedKind(event.kind) ? parseTradeData(event.kind, event.data) : null;
@@ -33,24 +39,60 @@ export function toStagedEvent(
     trade.asset = repeated.share(trade.asset);
     trade.wallet = repeated.share(trade.wallet);
   }
-  return {
+  return new StagedWireEvent(
     position,
-    ordinal: event.ordinal,
-    eventId: event.eventId,
-    kind: event.kind,
-    entityId: event.entityId,
-    revision: event.revision,
-    observedAt: event.observedAt,
-    data: event.data,
+    event.ordinal,
+    event.eventId,
+    event.kind,
+    event.entityId,
+    event.revision,
+    event.observedAt,
+    event.data,
     trade,
+    arrival,
+  );
+}
+
+/**
+ * A staged event waits for its checkpoint's commit, a checkpoint or more, and the young generation's collector
+ * copies whatever it keeps meanwhile. So its content hash is computed when the commit first reads it, not when it
+ * is staged (about 110 of the 500 bytes it kept), and its delivery and arrival time are its frame's, shared (a
+ * time of day in a field of its own is a boxed number per event).
+ */
+class StagedWireEvent implements StagedEvent {
+  #contentHash: string | null = null;
+  readonly #arrival: Arrival;
+
+  constructor(
+    readonly position: number,
+    readonly ordinal: number,
+    readonly eventId: string,
+    readonly kind: string,
+    readonly entityId: string,
+    readonly revision: number,
+    readonly observedAt: string,
+    readonly data: Record<string, unknown>,
+    readonly trade: TradeData | null,
+    arrival: Arrival,
+  ) {
+    this.#arrival = arrival;
+  }
+
+  get contentHash(): string {
     // Data the codec took as the trade itself is of the trade shape: its hash need not check that again.
-    contentHash:
-      trade !== null && trade === event.data
-        ? tradeContentHash(event.kind, event.entityId, event.revision, trade)
-        : eventContentHash(event),
-    delivery,
-    receivedAt,
-  };
+    return (this.#contentHash ??=
+      this.trade !== null && this.trade === this.data
+        ? tradeContentHash(this.kind, this.entityId, this.revision, this.trade)
+        : eventContentHash(this));
+  }
+
+  get delivery(): EventDelivery {
+    return this.#arrival.delivery;
+  }
+
+  get receivedAt(): number {
+    return this.#arrival.receivedAt;
+  }
 }
 
 export type StagingBound = 'events' | 'bytes' | 'age';
@@ -157,6 +199,7 @@ export class StagingBuffer {
     const stagedBefore = events.length;
     const bytes = frame.events.length === 0 ? 0 : (wireBytes ?? jsonBytes(frame));
     const receivedAt = this.#ctx.now();
+    const arrival: Arrival = { delivery: frame.deliveryMode, receivedAt };
     try {
       let previousOrdinal = 0;
       for (let index = 0; index < frame.events.length; index++) {
@@ -170,7 +213,7 @@ export class StagingBuffer {
           );
         }
         previousOrdinal = event.ordinal;
-        events.push(toStagedEvent(event, frame.position, frame.deliveryMode, receivedAt, this.#repeated));
+        events.push(toStagedEvent(event, frame.position, arrival, this.#repeated));
       }
       this.#checkBounds(events.length, this.#bytes + bytes);
     } catch (error) {

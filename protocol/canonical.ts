@@ -243,8 +243,12 @@ export interface SavedContent {
  * duplicate under the legacy identity stays one, what was a conflict stays one, and an event that the legacy
  * identity saw at one position is recognised at any other.
  */
-export function sameContent(saved: SavedContent, event: EventContent & { contentHash: string }): boolean {
-  if (saved.contentHash.startsWith(CONTENT_IDENTITY_PREFIX)) return saved.contentHash === event.contentHash;
+export function sameContent(
+  saved: SavedContent,
+  event: EventContent & { contentHash: string },
+  contentHash = event.contentHash,
+): boolean {
+  if (saved.contentHash.startsWith(CONTENT_IDENTITY_PREFIX)) return saved.contentHash === contentHash;
   return saved.contentHash === legacyEventContentHash(event, saved.position, saved.ordinal);
 }
 

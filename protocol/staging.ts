@@ -55,12 +55,13 @@ export function toStagedEvent(
 
 /**
  * A staged event waits for its checkpoint's commit, a checkpoint or more, and the young generation's collector
- * copies whatever it keeps meanwhile. So its content hash is computed when the commit first reads it, not when it
- * is staged (about 110 of the 500 bytes it kept), and its delivery and arrival time are its frame's, shared (a
- * time of day in a field of its own is a boxed number per event).
+ * copies whatever it keeps meanwhile. So it keeps no content hash (about 110 of the 500 bytes it kept): the hash is
+ * computed each time it is read, which the commit does once per event (domain/decide.ts). It is not cached either:
+ * by the commit the event has often been promoted, and an old object's pointer keeps a young one alive through
+ * every young collection until the next full one, long after the event itself is garbage. Its delivery and arrival
+ * time are its frame's, shared (a time of day in a field of its own is a boxed number per event).
  */
 class StagedWireEvent implements StagedEvent {
-  #contentHash: string | null = null;
   readonly #arrival: Arrival;
 
   constructor(
@@ -80,10 +81,9 @@ class StagedWireEvent implements StagedEvent {
 
   get contentHash(): string {
     // Data the codec took as the trade itself is of the trade shape: its hash need not check that again.
-    return (this.#contentHash ??=
-      this.trade !== null && this.trade === this.data
-        ? tradeContentHash(this.kind, this.entityId, this.revision, this.trade)
-        : eventContentHash(this));
+    return this.trade !== null && this.trade === this.data
+      ? tradeContentHash(this.kind, this.entityId, this.revision, this.trade)
+      : eventContentHash(this);
   }
 
   get delivery(): EventDelivery {

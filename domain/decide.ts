@@ -181,29 +181,31 @@ export function decideNext(plan: DecidablePlan, existing: ExistingRows, decided:
   const writes = new PlanWrites(plan, decided.executions);
   const { seen } = decided;
   for (const event of plan.events) {
-    // Read once: a staged wire event computes it on every read (protocol/staging.ts).
-    const contentHash = event.contentHash;
-    if (contentHash.length === 0) throw new InvalidPlan(`event ${event.eventId} has an empty content hash`);
     // Identity is what the event says, not where it was delivered: the same event at another position is a
     // duplicate too (docs/protocol.md §4).
     const saved = existing.receipts.get(event.eventId);
     const seenHash = seen.get(event.eventId);
     if (saved !== undefined || seenHash !== undefined) {
-      if (saved ? !sameContent(saved, event, contentHash) : seenHash !== contentHash) {
+      if (saved ? !sameContent(saved, event) : seenHash !== event.contentHash) {
         const savedHash = saved?.contentHash ?? seenHash!;
-        return { kind: 'conflict', eventId: event.eventId, savedHash, incomingHash: contentHash };
+        return { kind: 'conflict', eventId: event.eventId, savedHash, incomingHash: event.contentHash };
       }
       writes.counts.duplicates += 1;
       continue;
     }
     const record = existing.quarantine.get(event.eventId);
-    if (record && !sameContent(record, event, contentHash)) {
-      return { kind: 'conflict', eventId: event.eventId, savedHash: record.contentHash, incomingHash: contentHash };
+    if (record && !sameContent(record, event)) {
+      return {
+        kind: 'conflict',
+        eventId: event.eventId,
+        savedHash: record.contentHash,
+        incomingHash: event.contentHash,
+      };
     }
-    seen.set(event.eventId, contentHash);
+    seen.set(event.eventId, event.contentHash);
 
     if (!isSupportedKind(event.kind)) {
-      writes.quarantineAs(event, contentHash, record, 'unsupported_kind');
+      writes.quarantineAs(event, record, 'unsupported_kind');
       continue;
     }
     const data = event.trade;
@@ -211,16 +213,16 @@ export function decideNext(plan: DecidablePlan, existing: ExistingRows, decided:
     const before = decided.executions.get(event.entityId) ?? existing.executions.get(event.entityId);
 
     if (event.kind === 'correction' && before === undefined) {
-      writes.quarantineAs(event, contentHash, record, 'unknown_correction_target');
+      writes.quarantineAs(event, record, 'unknown_correction_target');
       continue;
     }
     // A trade of an entity that exists, or a correction at or below the saved revision: already reflected.
     if (before !== undefined && (event.kind === 'trade' || event.revision <= before.revision)) {
-      writes.receipt(event, contentHash, 'no_effect');
+      writes.receipt(event, 'no_effect');
       writes.counts.noEffect += 1;
       continue;
     }
-    writes.apply(event, contentHash, data, before);
+    writes.apply(event, data, before);
   }
   return writes.held.length > 0 ? { kind: 'held_quarantine', held: writes.held } : writes.committed();
 }
@@ -248,36 +250,31 @@ class PlanWrites {
     this.terminalReasons = new Set(plan.quarantinePolicy.terminalReasons);
   }
 
-  receipt(event: StagedEvent, contentHash: string, outcome: ReceiptOutcome): void {
+  receipt(event: StagedEvent, outcome: ReceiptOutcome): void {
     this.receipts.push({
       eventId: event.eventId,
-      contentHash,
+      contentHash: event.contentHash,
       position: event.position,
       ordinal: event.ordinal,
       outcome,
     });
   }
 
-  quarantineAs(
-    event: StagedEvent,
-    contentHash: string,
-    record: ExistingQuarantine | undefined,
-    reason: QuarantineReason,
-  ): void {
+  quarantineAs(event: StagedEvent, record: ExistingQuarantine | undefined, reason: QuarantineReason): void {
     const item: QuarantineWrite = {
       eventId: event.eventId,
       entityId: event.entityId,
       kind: event.kind,
       position: event.position,
       ordinal: event.ordinal,
-      contentHash,
+      contentHash: event.contentHash,
       reason,
       disposition: 'terminal',
     };
     // An operator's release_terminal, or a policy naming this reason: a durable outcome, go on.
     if (record?.disposition === 'terminal' || this.terminalReasons.has(reason)) {
       this.quarantine.push(item);
-      this.receipt(event, contentHash, 'quarantined');
+      this.receipt(event, 'quarantined');
       this.counts.quarantined += 1;
     } else {
       this.held.push({ ...item, disposition: 'held' });
@@ -285,7 +282,7 @@ class PlanWrites {
   }
 
   /** A trade, or a correction above the revision `before`: the new state, the volume moved, the whale signal. */
-  apply(event: StagedEvent, contentHash: string, data: TradeData, before: ExecutionState | undefined): void {
+  apply(event: StagedEvent, data: TradeData, before: ExecutionState | undefined): void {
     const notional = mulExact(parseExact(data.price), parseExact(data.size));
     const beforeNotional = before ? parseExact(before.notional) : null;
     const after: ExecutionState = {
@@ -320,7 +317,7 @@ class PlanWrites {
         suppressedReason,
       });
     }
-    this.receipt(event, contentHash, 'applied');
+    this.receipt(event, 'applied');
     this.counts.applied += 1;
   }
 
@@ -445,8 +442,8 @@ export function validatePlanShape(plan: CheckpointPlan): void {
     }
     if (event.position > checkpoint.position)
       fail(`event ${event.eventId} at ${event.position} is beyond the checkpoint position ${checkpoint.position}`);
-    // Its content hash is checked where the commit reads it (decideNext): a staged wire event computes it per read.
-    if (event.eventId.length === 0) fail(`an event at ${event.position} has an empty eventId`);
+    if (event.eventId.length === 0 || event.contentHash.length === 0)
+      fail(`an event at ${event.position} has an empty eventId or content hash`);
     if (isSupportedKind(event.kind) && event.trade === null)
       fail(`event ${event.eventId}: ${event.kind} data is not a valid trade`);
   }

@@ -27,8 +27,7 @@ export function classifyPage(
 
 /** The page's events as staged events (content hash over the canonical event), received at `receivedAt`. */
 export function stagePageEvents(events: readonly PageEvent[], receivedAt: number): StagedEvent[] {
-  const arrival = { delivery: 'backfill', receivedAt } as const;
-  return events.map((event) => toStagedEvent(event, event.position, arrival));
+  return events.map((event) => toStagedEvent(event, event.position, 'backfill', receivedAt));
 }
 
 /** The first break of journal order (position, ordinal strictly increasing), or null: for a page and a plan. */

@@ -3,7 +3,7 @@
 // (position, ordinal) because the server delivers them that way and every frame is checked against the
 // previous one; observedAt is carried, never used for ordering.
 import { eventContentHash, tradeContentHash } from './canonical.js';
-import { isSupportedKind, parseTradeData, type ServerFrameOf, type TradeData, type WireEvent } from './codec.js';
+import { isSupportedKind, parseTradeData, type ServerFrameOf, type WireEvent } from './codec.js';
 import { RepeatedStrings } from './repeated-strings.js';
 import { ProtocolViolation } from './session-fence.js';
 import type { Binding, CheckpointPlan, EventDelivery, QualityNotice, StagedEvent, StartMode } from './types.js';
@@ -14,23 +14,17 @@ export interface StagingLimits {
   maxAgeMs: number;
 }
 
-/** How the frame or page that carried events arrived: one per frame, shared by its events. */
-export interface Arrival {
-  readonly delivery: EventDelivery;
-  /** When the frame or page arrived (epoch ms). */
-  readonly receivedAt: number;
-}
-
 /**
  * A wire event at its journal position as staged: the stream's batches and the page source share this. A
  * supported kind must carry well-formed data (throws WireError naming the field); an unsupported kind is staged
- * for quarantine as is. `repeated`: where the trade's repeating values (market, asset, wallet) share one instance
- * each; the event's data, decoded for it alone, takes them.
+ * for quarantine as is. `receivedAt`: when its frame or page arrived (epoch ms). `repeated`: where the trade's
+ * repeating values (market, asset, wallet) share one instance each; the event's data, decoded for it alone, takes them.
  */
 export function toStagedEvent(
   event: WireEvent,
   position: number,
-  arrival: Arrival,
+  delivery: EventDelivery,
+  receivedAt: number,
   repeated?: RepeatedStrings,
 ): StagedEvent {
   const trade = isSupportedKind(event.kind) ? parseTradeData(event.kind, event.data) : null;
@@ -39,60 +33,24 @@ export function toStagedEvent(
     trade.asset = repeated.share(trade.asset);
     trade.wallet = repeated.share(trade.wallet);
   }
-  return new StagedWireEvent(
+  return {
     position,
-    event.ordinal,
-    event.eventId,
-    event.kind,
-    event.entityId,
-    event.revision,
-    event.observedAt,
-    event.data,
+    ordinal: event.ordinal,
+    eventId: event.eventId,
+    kind: event.kind,
+    entityId: event.entityId,
+    revision: event.revision,
+    observedAt: event.observedAt,
+    data: event.data,
     trade,
-    arrival,
-  );
-}
-
-/**
- * A staged event waits for its checkpoint's commit, a checkpoint or more, and the young generation's collector
- * copies whatever it keeps meanwhile. So it keeps no content hash (about 110 of the 500 bytes it kept): the hash is
- * computed each time it is read, which the commit does once per event (domain/decide.ts). It is not cached either:
- * by the commit the event has often been promoted, and an old object's pointer keeps a young one alive through
- * every young collection until the next full one, long after the event itself is garbage. Its delivery and arrival
- * time are its frame's, shared (a time of day in a field of its own is a boxed number per event).
- */
-class StagedWireEvent implements StagedEvent {
-  readonly #arrival: Arrival;
-
-  constructor(
-    readonly position: number,
-    readonly ordinal: number,
-    readonly eventId: string,
-    readonly kind: string,
-    readonly entityId: string,
-    readonly revision: number,
-    readonly observedAt: string,
-    readonly data: Record<string, unknown>,
-    readonly trade: TradeData | null,
-    arrival: Arrival,
-  ) {
-    this.#arrival = arrival;
-  }
-
-  get contentHash(): string {
     // Data the codec took as the trade itself is of the trade shape: its hash need not check that again.
-    return this.trade !== null && this.trade === this.data
-      ? tradeContentHash(this.kind, this.entityId, this.revision, this.trade)
-      : eventContentHash(this);
-  }
-
-  get delivery(): EventDelivery {
-    return this.#arrival.delivery;
-  }
-
-  get receivedAt(): number {
-    return this.#arrival.receivedAt;
-  }
+    contentHash:
+      trade !== null && trade === event.data
+        ? tradeContentHash(event.kind, event.entityId, event.revision, trade)
+        : eventContentHash(event),
+    delivery,
+    receivedAt,
+  };
 }
 
 export type StagingBound = 'events' | 'bytes' | 'age';
@@ -199,7 +157,6 @@ export class StagingBuffer {
     const stagedBefore = events.length;
     const bytes = frame.events.length === 0 ? 0 : (wireBytes ?? jsonBytes(frame));
     const receivedAt = this.#ctx.now();
-    const arrival: Arrival = { delivery: frame.deliveryMode, receivedAt };
     try {
       let previousOrdinal = 0;
       for (let index = 0; index < frame.events.length; index++) {
@@ -213,7 +170,7 @@ export class StagingBuffer {
           );
         }
         previousOrdinal = event.ordinal;
-        events.push(toStagedEvent(event, frame.position, arrival, this.#repeated));
+        events.push(toStagedEvent(event, frame.position, frame.deliveryMode, receivedAt, this.#repeated));
       }
       this.#checkBounds(events.length, this.#bytes + bytes);
     } catch (error) {

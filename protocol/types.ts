@@ -33,10 +33,7 @@ export interface StagedEvent {
   data: Record<string, unknown>;
   /** `data` of a supported kind, parsed once at staging; null for an unsupported kind (it is quarantined). */
   trade: TradeData | null;
-  /**
-   * eventContentHash(event): the content identity, independent of the position and ordinal it came at. A staged wire
-   * event computes it on every read: read it once.
-   */
+  /** eventContentHash(event): the content identity, independent of the position and ordinal it came at. */
   contentHash: string;
   delivery: EventDelivery;
   /** When the consumer received the frame or page that carried the event (epoch ms): a live alert's age. */

@@ -270,7 +270,7 @@ describe('toStagedEvent', () => {
     fc.assert(
       fc.property(fc.constantFrom('trade', 'correction'), anyText, laidOut, (kind, entityId, data) => {
         const wire = { ordinal: 1, eventId: 'e1', kind, entityId: entityId || 'x', revision: 2, observedAt: '', data };
-        expect(toStagedEvent(wire, 7, { delivery: 'live', receivedAt: 0 }).contentHash).toBe(eventContentHash(wire));
+        expect(toStagedEvent(wire, 7, 'live', 0).contentHash).toBe(eventContentHash(wire));
       }),
       { numRuns: 2_000 },
     );

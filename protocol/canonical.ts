@@ -99,7 +99,7 @@ export function tradeContentHash(kind: string, entityId: string, revision: numbe
   const digest =
     length < 0
       ? sha256Hex(contentIdentityJson({ kind, entityId, revision, data }))
-      : sha256HexOfBytes(identityBytes.subarray(0, length));
+      : sha256HexOfBytes(identityView(length));
   return CONTENT_IDENTITY_PREFIX + digest;
 }
 
@@ -132,6 +132,15 @@ const IDENTITY_PARTS_LENGTH = [
 
 /** Reused by every trade identity written (one at a time: nothing awaits in between); grown when one does not fit. */
 let identityBytes = new Uint8Array(1024);
+/**
+ * identityBytes' first n bytes, by n: a stream's identities come in a few lengths, and a view made per event was
+ * about 80 bytes of garbage each.
+ */
+let identityViews: Uint8Array[] = [];
+
+function identityView(length: number): Uint8Array {
+  return (identityViews[length] ??= identityBytes.subarray(0, length));
+}
 
 /**
  * Writes the trade identity's canonical JSON into identityBytes as UTF-8 and returns its length; -1, with nothing
@@ -153,7 +162,10 @@ function writeTradeIdentity(kind: string, entityId: string, revision: number, da
     entityId.length +
     kind.length +
     rev.length;
-  if (needed > identityBytes.length) identityBytes = new Uint8Array(needed * 2);
+  if (needed > identityBytes.length) {
+    identityBytes = new Uint8Array(needed * 2);
+    identityViews = [];
+  }
   const b = identityBytes;
   let at = 0;
   // Unrolled, with no array of the values: this runs once per event.

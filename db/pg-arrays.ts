@@ -60,46 +60,71 @@ function emptyArray(elementOid: number): Buffer {
   return buffer;
 }
 
+/**
+ * Buffer.prototype.utf8Write: the native UTF-8 writer behind Buffer.write, without its argument parsing (which cost
+ * a quarter of this encoding). In every Node release, though not in @types/node; returns the bytes written.
+ */
+const nativeUtf8Write = (
+  Buffer.prototype as unknown as { utf8Write: (this: Buffer, text: string, offset: number) => number }
+).utf8Write;
+const utf8Write = (buffer: Buffer, text: string, offset: number): number => nativeUtf8Write.call(buffer, text, offset);
+
 /** A `text[]` parameter in the binary format; NULL elements allowed. */
 export function binaryTextArray(values: readonly (string | null)[]): Buffer {
   if (values.length === 0) return emptyArray(TEXT_OID);
-  // Sized for ASCII, the common case, and written byte by byte; a string with any other character is encoded as
-  // UTF-8 by Buffer.write, into a buffer grown for it and for the rest at their ASCII size.
-  let rest = 0;
-  for (let i = 0; i < values.length; i++) rest += 4 + (values[i]?.length ?? 0);
-  let buffer = Buffer.allocUnsafe(HEADER_BYTES + rest);
+  // Sized for ASCII, the common case, with room for the first element that is not: every string is written by
+  // Buffer's native UTF-8 writer (a third cheaper than copying its characters one by one in a loop here), and one
+  // that comes out longer in bytes than in characters sends the whole array to the general writer. The room (two
+  // bytes more per character of the longest string: UTF-8 takes at most three per UTF-16 unit) keeps that string
+  // whole, so its byte count cannot come out equal to its length by truncation.
+  let total = HEADER_BYTES;
+  let longest = 0;
+  for (let i = 0; i < values.length; i++) {
+    const length = values[i]?.length ?? 0;
+    total += 4 + length;
+    if (length > longest) longest = length;
+  }
+  const buffer = Buffer.allocUnsafe(total + 2 * longest);
   let offset = HEADER_BYTES;
   let hasNull = false;
   for (let i = 0; i < values.length; i++) {
     const value = values[i]!;
     if (value === null) {
-      rest -= 4;
       buffer.writeInt32BE(-1, offset);
       offset += 4;
       hasNull = true;
       continue;
     }
-    const length = value.length;
-    rest -= 4 + length;
-    const start = offset + 4;
-    let j = 0;
-    for (; j < length; j++) {
-      const c = value.charCodeAt(j);
-      if (c > 0x7f) break;
-      buffer[start + j] = c;
-    }
-    let bytes = length;
-    if (j < length) {
-      bytes = Buffer.byteLength(value, 'utf8');
-      if (start + bytes + rest > buffer.length) {
-        const grown = Buffer.allocUnsafe(start + bytes + rest);
-        buffer.copy(grown, 0, 0, offset);
-        buffer = grown;
-      }
-      buffer.write(value, start, bytes, 'utf8');
-    }
+    const bytes = utf8Write(buffer, value, offset + 4);
+    if (bytes !== value.length) return utf8TextArray(values);
     buffer.writeInt32BE(bytes, offset);
-    offset = start + bytes;
+    offset += 4 + bytes;
+  }
+  writeHeader(buffer, values.length, hasNull, TEXT_OID);
+  return buffer.subarray(0, offset);
+}
+
+/** binaryTextArray of an array with a string outside ASCII: each string measured, and written, as UTF-8. */
+function utf8TextArray(values: readonly (string | null)[]): Buffer {
+  let total = HEADER_BYTES;
+  for (let i = 0; i < values.length; i++) {
+    const value = values[i]!;
+    total += 4 + (value === null ? 0 : Buffer.byteLength(value, 'utf8'));
+  }
+  const buffer = Buffer.allocUnsafe(total);
+  let offset = HEADER_BYTES;
+  let hasNull = false;
+  for (let i = 0; i < values.length; i++) {
+    const value = values[i]!;
+    if (value === null) {
+      buffer.writeInt32BE(-1, offset);
+      offset += 4;
+      hasNull = true;
+      continue;
+    }
+    const bytes = utf8Write(buffer, value, offset + 4);
+    buffer.writeInt32BE(bytes, offset);
+    offset += 4 + bytes;
   }
   writeHeader(buffer, values.length, hasNull, TEXT_OID);
   return buffer;

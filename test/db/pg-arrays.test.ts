@@ -51,6 +51,21 @@ describe('binary array parameters', () => {
     );
   });
 
+  it('writes a string that is longer in UTF-8 than in characters whole, wherever it stands in the array', async () => {
+    // The ASCII fast path writes into a buffer sized for ASCII and must notice such a string, even the last one.
+    const arrays = [
+      ['a', 'b', '€'.repeat(50)],
+      ['🐋'.repeat(30)],
+      ['x'.repeat(100), 'é'],
+      ['€'.repeat(50), 'é'.repeat(50), '€'.repeat(50)],
+      ['id-1', null, 'aé€🐋', 'plain'],
+    ];
+    for (const strings of arrays) {
+      const row = await roundTrip(binaryTextArray(strings), binaryIntArray([]), binaryBigintArray([]));
+      expect(JSON.parse(row.text!)).toEqual(strings);
+    }
+  });
+
   it('refuses a value its column type cannot carry instead of writing another', () => {
     expect(() => binaryIntArray([2 ** 31])).toThrow(RangeError);
     expect(() => binaryIntArray([1.5])).toThrow(RangeError);

@@ -85,23 +85,8 @@ export function binaryTextArray(values: readonly (string | null)[]): Buffer {
     if (length > longest) longest = length;
   }
   const buffer = Buffer.allocUnsafe(total + 2 * longest);
-  let offset = HEADER_BYTES;
-  let hasNull = false;
-  for (let i = 0; i < values.length; i++) {
-    const value = values[i]!;
-    if (value === null) {
-      buffer.writeInt32BE(-1, offset);
-      offset += 4;
-      hasNull = true;
-      continue;
-    }
-    const bytes = utf8Write(buffer, value, offset + 4);
-    if (bytes !== value.length) return utf8TextArray(values);
-    buffer.writeInt32BE(bytes, offset);
-    offset += 4 + bytes;
-  }
-  writeHeader(buffer, values.length, hasNull, TEXT_OID);
-  return buffer.subarray(0, offset);
+  const end = writeTextElements(buffer, values, true);
+  return end < 0 ? utf8TextArray(values) : buffer.subarray(0, end);
 }
 
 /** binaryTextArray of an array with a string outside ASCII: each string measured, and written, as UTF-8. */
@@ -112,6 +97,15 @@ function utf8TextArray(values: readonly (string | null)[]): Buffer {
     total += 4 + (value === null ? 0 : Buffer.byteLength(value, 'utf8'));
   }
   const buffer = Buffer.allocUnsafe(total);
+  writeTextElements(buffer, values, false);
+  return buffer;
+}
+
+/**
+ * The header and every element of a `text[]` into `buffer`; the end offset, or -1 as soon as a string is not
+ * ASCII when `asciiOnly` (the buffer is then sized for ASCII, and its contents are not to be used).
+ */
+function writeTextElements(buffer: Buffer, values: readonly (string | null)[], asciiOnly: boolean): number {
   let offset = HEADER_BYTES;
   let hasNull = false;
   for (let i = 0; i < values.length; i++) {
@@ -123,11 +117,12 @@ function utf8TextArray(values: readonly (string | null)[]): Buffer {
       continue;
     }
     const bytes = utf8Write(buffer, value, offset + 4);
+    if (asciiOnly && bytes !== value.length) return -1;
     buffer.writeInt32BE(bytes, offset);
     offset += 4 + bytes;
   }
   writeHeader(buffer, values.length, hasNull, TEXT_OID);
-  return buffer;
+  return offset;
 }
 
 /** An `int[]` parameter in the binary format (32-bit integers; RangeError otherwise). */

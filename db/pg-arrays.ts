@@ -62,7 +62,8 @@ function emptyArray(elementOid: number): Buffer {
 
 /**
  * Buffer.prototype.utf8Write: the native UTF-8 writer behind Buffer.write, without its argument parsing (which cost
- * a quarter of this encoding). In every Node release, though not in @types/node; returns the bytes written.
+ * a quarter of this encoding). Node has it in every release this project supports, though @types/node does not
+ * declare it; it returns the bytes written.
  */
 const nativeUtf8Write = (
   Buffer.prototype as unknown as { utf8Write: (this: Buffer, text: string, offset: number) => number }

@@ -228,7 +228,7 @@ export class StreamConnection {
         progressed: this.#progressed,
       });
     }
-    const { frame, bytes } = decoded;
+    const { frame, bytes, plainText } = decoded;
     if (frame.type === 'hello') {
       this.run.counters.lastHeadPosition = frame.history.head;
       this.#recordFloor(frame.history);
@@ -237,14 +237,19 @@ export class StreamConnection {
       this.run.counters.lastHeadPosition = Math.max(frame.position, this.run.counters.lastHeadPosition ?? 0);
     if (frame.type === 'hello' || frame.type === 'batch')
       this.deps.metrics?.headSeen(this.run.consumerId, frame.type === 'hello' ? frame.history.head : frame.position);
-    const actions = session.receive(frame, bytes);
+    const actions = session.receive(frame, bytes, plainText);
     if (session.state === 'streaming') clearTimeout(this.#handshakeTimer);
-    const afterStage = (): void | Promise<void> => {
-      if (frame.type === 'batch' && !this.#result && session.state === 'streaming')
-        return hooks?.afterStage?.(frame.position);
-    };
     const performing = this.#perform(actions);
-    return performing === undefined ? afterStage() : performing.then(afterStage);
+    if (frame.type !== 'batch' || hooks?.afterStage === undefined) return performing;
+    const position = frame.position;
+    return performing === undefined
+      ? this.#afterStage(session, position)
+      : performing.then(() => this.#afterStage(session, position));
+  }
+
+  /** The test hook after a batch is staged, unless the frame ended the connection or left the session streaming. */
+  #afterStage(session: Session, position: number): void | Promise<void> {
+    if (!this.#result && session.state === 'streaming') return this.deps.hooks?.afterStage?.(position);
   }
 
   /**

@@ -2,6 +2,7 @@
 // codec-filter.ts, its zod-free part that workflow code runs too).
 // Decoding turns a WebSocket text message into a typed frame or a WireError that names the frame type,
 // the field and the reason. A real provider schema with other spellings is dropped in here alone.
+import { isAscii } from 'node:buffer';
 import { z } from 'zod';
 import { checkFilter, DECIMAL_MESSAGE, DECIMAL_PATTERN } from './codec-filter.js';
 
@@ -224,7 +225,13 @@ function parseWith<T>(schema: z.ZodType<T>, raw: unknown, side: 'server' | 'clie
   throw new WireError('invalid_frame', frameType, field || undefined, issue?.message ?? 'does not match the schema');
 }
 
-function parseJsonText(data: unknown, isBinary: boolean, maxFrameBytes: number): { raw: unknown; bytes: number } {
+const BACKSLASH = 0x5c;
+
+function parseJsonText(
+  data: unknown,
+  isBinary: boolean,
+  maxFrameBytes: number,
+): { raw: unknown; bytes: number; plainText: boolean } {
   if (isBinary)
     throw new WireError('binary_frame', undefined, undefined, 'binary messages are not part of the protocol');
   // A Buffer's length is the frame's size on the wire: checked before it is decoded, and not measured again.
@@ -233,9 +240,15 @@ function parseJsonText(data: unknown, isBinary: boolean, maxFrameBytes: number):
   if (size > maxFrameBytes) {
     throw new WireError('frame_too_large', undefined, undefined, `${size} bytes exceeds the limit of ${maxFrameBytes}`);
   }
-  const text = typeof data === 'string' ? data : buffer ? data.toString('utf8') : String(data);
+  // An ASCII message (a stream's usually is) reads as Latin-1, its bytes copied as they are, cheaper than decoding
+  // UTF-8 to the same string. Without a backslash as well, no string in it can hold an escape, a quote, a control
+  // character (JSON.parse refuses one unescaped) or a character outside ASCII. Both scans are native and a
+  // fraction of the parse.
+  const ascii = buffer && isAscii(data);
+  const text = typeof data === 'string' ? data : buffer ? data.toString(ascii ? 'latin1' : 'utf8') : String(data);
+  const plainText = ascii && data.indexOf(BACKSLASH) === -1;
   try {
-    return { raw: JSON.parse(text), bytes: size };
+    return { raw: JSON.parse(text), bytes: size, plainText };
   } catch {
     throw new WireError('malformed_json', undefined, undefined, 'message is not valid JSON');
   }
@@ -245,6 +258,11 @@ function parseJsonText(data: unknown, isBinary: boolean, maxFrameBytes: number):
 export interface DecodedServerFrame {
   frame: ServerFrame;
   bytes: number;
+  /**
+   * Every string in the frame is ASCII that JSON writes as is (the message is ASCII with no backslash): canonical
+   * JSON of its values is their characters, which the content hash then copies without checking each one.
+   */
+  plainText: boolean;
 }
 
 /** Decodes one server → client WebSocket message. Throws WireError. */
@@ -252,8 +270,12 @@ export function decodeServerFrame(
   data: unknown,
   opts: { isBinary?: boolean; maxFrameBytes?: number } = {},
 ): DecodedServerFrame {
-  const { raw, bytes } = parseJsonText(data, opts.isBinary ?? false, opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES);
-  return { frame: decodedBatch(raw) ?? parseWith(serverFrameSchema, raw, 'server'), bytes };
+  const { raw, bytes, plainText } = parseJsonText(
+    data,
+    opts.isBinary ?? false,
+    opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
+  );
+  return { frame: decodedBatch(raw) ?? parseWith(serverFrameSchema, raw, 'server'), bytes, plainText };
 }
 
 // ---- Fast path for `batch`, almost all of the stream's traffic. It accepts only what the zod schema accepts

@@ -97,14 +97,15 @@ export class Session {
   }
 
   /**
-   * Handles one decoded server frame; `wireBytes` is the size of its message (decodeServerFrame's), absent for a
-   * frame built in memory. Violations come back as a `reconnect` action, never as a throw.
+   * Handles one decoded server frame; `wireBytes` is the size of its message and `plainText` whether its strings are
+   * plain (decodeServerFrame's), absent for a frame built in memory. Violations come back as a `reconnect` action,
+   * never as a throw.
    */
-  receive(frame: ServerFrame, wireBytes?: number): SessionAction[] {
+  receive(frame: ServerFrame, wireBytes?: number, plainText = false): SessionAction[] {
     if (this.#state === 'stopped') return [];
     try {
       this.#sequence.accept(frame);
-      return this.#dispatch(frame, wireBytes);
+      return this.#dispatch(frame, wireBytes, plainText);
     } catch (error) {
       if (error instanceof ProtocolViolation || error instanceof StagingBoundExceeded) return this.#drop(error);
       // Malformed event data (a WireError naming the frame and field) breaks the contract just the same.
@@ -159,7 +160,7 @@ export class Session {
     return [{ type: 'stop', stop }];
   }
 
-  #dispatch(frame: ServerFrame, wireBytes: number | undefined): SessionAction[] {
+  #dispatch(frame: ServerFrame, wireBytes: number | undefined, plainText: boolean): SessionAction[] {
     // reset_required and error may answer any client frame.
     if (frame.type === 'reset_required') {
       return this.#finish({
@@ -194,7 +195,7 @@ export class Session {
         if (frame.type !== 'subscribed') throw unexpected(frame.type, 'subscribed');
         return this.#onSubscribed(frame);
       case 'streaming':
-        return this.#onStreaming(frame, wireBytes);
+        return this.#onStreaming(frame, wireBytes, plainText);
       case 'stopped':
         return [];
     }
@@ -315,12 +316,12 @@ export class Session {
     return [];
   }
 
-  #onStreaming(frame: ServerFrame, wireBytes: number | undefined): SessionAction[] {
+  #onStreaming(frame: ServerFrame, wireBytes: number | undefined, plainText: boolean): SessionAction[] {
     const staging = this.#staging;
     if (!staging) throw unexpected(frame.type, 'subscribed');
     switch (frame.type) {
       case 'batch':
-        staging.stageBatch(frame, wireBytes);
+        staging.stageBatch(frame, wireBytes, plainText);
         return [];
       case 'quality':
         staging.stageQuality(frame);

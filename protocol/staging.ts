@@ -19,6 +19,7 @@ export interface StagingLimits {
  * supported kind must carry well-formed data (throws WireError naming the field); an unsupported kind is staged
  * for quarantine as is. `receivedAt`: when its frame or page arrived (epoch ms). `repeated`: where the trade's
  * repeating values (market, asset, wallet) share one instance each; the event's data, decoded for it alone, takes them.
+ * `plainText`: every string of the event is ASCII that JSON writes as is (DecodedServerFrame.plainText).
  */
 export function toStagedEvent(
   event: WireEvent,
@@ -26,6 +27,7 @@ export function toStagedEvent(
   delivery: EventDelivery,
   receivedAt: number,
   repeated?: RepeatedStrings,
+  plainText = false,
 ): StagedEvent {
   const trade = isSupportedKind(event.kind) ? parseTradeData(event.kind, event.data) : null;
   if (trade !== null && repeated !== undefined) {
@@ -46,7 +48,7 @@ export function toStagedEvent(
     // Data the codec took as the trade itself is of the trade shape: its hash need not check that again.
     contentHash:
       trade !== null && trade === event.data
-        ? tradeContentHash(event.kind, event.entityId, event.revision, trade)
+        ? tradeContentHash(event.kind, event.entityId, event.revision, trade, plainText)
         : eventContentHash(event),
     delivery,
     receivedAt,
@@ -114,10 +116,10 @@ export class StagingBuffer {
 
   /**
    * Validates a batch and stages its events; throws ProtocolViolation, WireError or StagingBoundExceeded.
-   * `wireBytes`: the size of the message it was decoded from (decodeServerFrame's), absent for a frame built in
-   * memory.
+   * `wireBytes` and `plainText`: the size of the message it was decoded from and whether its strings are plain
+   * (decodeServerFrame's), absent for a frame built in memory.
    */
-  stageBatch(frame: ServerFrameOf<'batch'>, wireBytes?: number): void {
+  stageBatch(frame: ServerFrameOf<'batch'>, wireBytes?: number, plainText = false): void {
     this.#checkGeneration('batch', frame.generation);
     const floor = Math.max(this.#checkpointPosition, this.#lastBatchPosition ?? this.#checkpointPosition);
     if (frame.position <= floor) {
@@ -170,7 +172,7 @@ export class StagingBuffer {
           );
         }
         previousOrdinal = event.ordinal;
-        events.push(toStagedEvent(event, frame.position, frame.deliveryMode, receivedAt, this.#repeated));
+        events.push(toStagedEvent(event, frame.position, frame.deliveryMode, receivedAt, this.#repeated, plainText));
       }
       this.#checkBounds(events.length, this.#bytes + bytes);
     } catch (error) {

@@ -14,6 +14,7 @@ import {
 } from '../../protocol/canonical.js';
 import { decideCommit, noAlerts, type ExistingRows } from '../../domain/decide.js';
 import { correction, makePlan, trade } from '../../bench/fixtures.js';
+import { decodeServerFrame } from '../../protocol/codec.js';
 import { toStagedEvent } from '../../protocol/staging.js';
 import type { StagedEvent } from '../../protocol/types.js';
 
@@ -136,6 +137,81 @@ describe('eventContentHash of trade-shaped data', () => {
       }),
       { numRuns: 5_000 },
     );
+  });
+});
+
+describe('the content hash of a trade received in a plain frame', () => {
+  // Free text as a stream could send it: mostly plain ASCII, now and then a character JSON escapes or one outside
+  // ASCII, and sometimes written with an escape JSON did not need (\u0041 for A), as another encoder might.
+  const wireText = fc.string({
+    unit: fc.oneof(
+      { weight: 30, arbitrary: fc.constantFrom(...'09azAZ.-_:x~ '.split('')) },
+      {
+        weight: 1,
+        arbitrary: fc.constantFrom('"', '\\', '/', '\u0000', '\u001f', '\u007f', 'é', '\u2028', '\ud800', '😀'),
+      },
+    ),
+    minLength: 1,
+    maxLength: 40,
+  });
+  const wireTrade = fc.record({
+    market: wireText,
+    asset: wireText,
+    side: fc.constantFrom('BUY', 'SELL'),
+    price: fc.constantFrom('0', '0.5', '0.537', '1'),
+    size: fc.constantFrom('1', '250.5', '10000'),
+    wallet: wireText,
+    txHash: wireText,
+  });
+  const batchMessage = (event: Record<string, unknown>, escapeLetters: boolean): Buffer => {
+    const text = JSON.stringify({
+      v: 1,
+      frameSequence: 2,
+      type: 'batch',
+      generation: 1,
+      position: 5,
+      deliveryMode: 'replay',
+      sourceEventCount: 1,
+      matchedEventCount: 1,
+      events: [event],
+    });
+    return Buffer.from(escapeLetters ? text.replaceAll('A', '\\u0041') : text, 'utf8');
+  };
+
+  it('is the hash of the generic canonical JSON, whether or not the frame is plain', () => {
+    let plainFrames = 0;
+    fc.assert(
+      fc.property(
+        wireText,
+        fc.constantFrom('trade', 'correction'),
+        fc.integer({ min: 1, max: 2 ** 40 }),
+        wireTrade,
+        fc.boolean(),
+        (entityId, kind, revision, data, escapeLetters) => {
+          const wire = { ordinal: 1, eventId: 'e-1', kind, entityId, revision, observedAt: 't', data };
+          const decoded = decodeServerFrame(batchMessage(wire, escapeLetters));
+          if (decoded.frame.type !== 'batch') throw new Error('not a batch');
+          const staged = toStagedEvent(decoded.frame.events[0]!, 5, 'replay', 0, undefined, decoded.plainText);
+          const identity = { kind, entityId, revision, data };
+          expect(staged.contentHash).toBe(`${CONTENT_IDENTITY_PREFIX}${sha256Hex(canonicalJson(identity))}`);
+          if (decoded.plainText) plainFrames += 1;
+        },
+      ),
+      { numRuns: 5_000 },
+    );
+    // Both paths ran: most frames are plain, and none that needed the check was taken for plain.
+    expect(plainFrames).toBeGreaterThan(500);
+  });
+
+  it('is plain only for an ASCII message without a backslash', () => {
+    const event = { ordinal: 1, eventId: 'e-1', kind: 'trade', entityId: 'x', revision: 1, observedAt: 't' };
+    const data = { market: 'm', asset: 'a', side: 'BUY', price: '0.5', size: '2', wallet: 'w', txHash: 'h' };
+    expect(decodeServerFrame(batchMessage({ ...event, data }, false)).plainText).toBe(true);
+    expect(decodeServerFrame(batchMessage({ ...event, data: { ...data, wallet: 'w"' } }, false)).plainText).toBe(false);
+    expect(decodeServerFrame(batchMessage({ ...event, data: { ...data, market: 'é' } }, false)).plainText).toBe(false);
+    expect(decodeServerFrame(batchMessage({ ...event, data: { ...data, asset: 'A' } }, true)).plainText).toBe(false);
+    // A string message (never a socket's) is not scanned.
+    expect(decodeServerFrame(batchMessage({ ...event, data }, false).toString('utf8')).plainText).toBe(false);
   });
 });
 

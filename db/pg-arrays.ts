@@ -45,18 +45,34 @@ const INT8_OID = 20;
 const HEADER_BYTES = 20;
 const TWO_TO_32 = 4_294_967_296;
 
+const INT4_MIN = -2_147_483_648;
+const INT4_MAX = 2_147_483_647;
+
+/**
+ * A 32-bit big-endian integer at `offset`, as Buffer.writeInt32BE writes it, without that method's argument and
+ * range checks: it runs several times per element, and every value here is one the caller checked or built.
+ * A typed array keeps each byte's low 8 bits, and `>>>` reads the value as 32 bits, so a negative one comes out
+ * in two's complement.
+ */
+function int32At(buffer: Buffer, offset: number, value: number): void {
+  buffer[offset] = value >>> 24;
+  buffer[offset + 1] = value >>> 16;
+  buffer[offset + 2] = value >>> 8;
+  buffer[offset + 3] = value;
+}
+
 function writeHeader(buffer: Buffer, elements: number, hasNull: boolean, elementOid: number): void {
-  buffer.writeInt32BE(1, 0);
-  buffer.writeInt32BE(hasNull ? 1 : 0, 4);
-  buffer.writeInt32BE(elementOid, 8);
-  buffer.writeInt32BE(elements, 12);
-  buffer.writeInt32BE(1, 16);
+  int32At(buffer, 0, 1);
+  int32At(buffer, 4, hasNull ? 1 : 0);
+  int32At(buffer, 8, elementOid);
+  int32At(buffer, 12, elements);
+  int32At(buffer, 16, 1);
 }
 
 /** An empty array has no dimension, and Postgres refuses a parameter with bytes it did not read. */
 function emptyArray(elementOid: number): Buffer {
   const buffer = Buffer.alloc(12);
-  buffer.writeInt32BE(elementOid, 8);
+  int32At(buffer, 8, elementOid);
   return buffer;
 }
 
@@ -112,14 +128,14 @@ function writeTextElements(buffer: Buffer, values: readonly (string | null)[], a
   for (let i = 0; i < values.length; i++) {
     const value = values[i]!;
     if (value === null) {
-      buffer.writeInt32BE(-1, offset);
+      int32At(buffer, offset, -1);
       offset += 4;
       hasNull = true;
       continue;
     }
     const bytes = utf8Write(buffer, value, offset + 4);
     if (asciiOnly && bytes !== value.length) return -1;
-    buffer.writeInt32BE(bytes, offset);
+    int32At(buffer, offset, bytes);
     offset += 4 + bytes;
   }
   writeHeader(buffer, values.length, hasNull, TEXT_OID);
@@ -133,8 +149,10 @@ export function binaryIntArray(values: readonly number[]): Buffer {
   writeHeader(buffer, values.length, false, INT4_OID);
   let offset = HEADER_BYTES;
   for (let i = 0; i < values.length; i++) {
-    buffer.writeInt32BE(4, offset);
-    buffer.writeInt32BE(checkedInteger(values[i]!), offset + 4);
+    const value = checkedInteger(values[i]!);
+    if (value < INT4_MIN || value > INT4_MAX) throw new RangeError(`${value} does not fit a 32-bit integer`);
+    int32At(buffer, offset, 4);
+    int32At(buffer, offset + 4, value);
     offset += 8;
   }
   return buffer;
@@ -150,15 +168,15 @@ export function binaryBigintArray(values: readonly number[]): Buffer {
     const value = checkedInteger(values[i]!);
     // Two's complement over 64 bits from a safe integer: the high word floors, the low word is what remains.
     const high = Math.floor(value / TWO_TO_32);
-    buffer.writeInt32BE(8, offset);
-    buffer.writeInt32BE(high, offset + 4);
-    buffer.writeUInt32BE(value - high * TWO_TO_32, offset + 8);
+    int32At(buffer, offset, 8);
+    int32At(buffer, offset + 4, high);
+    int32At(buffer, offset + 8, value - high * TWO_TO_32);
     offset += 12;
   }
   return buffer;
 }
 
-/** Buffer's integer writers would write NaN or a fraction silently: a value here is a safe integer or an error. */
+/** int32At would write NaN or a fraction silently: a value here is a safe integer or an error. */
 function checkedInteger(value: number): number {
   if (!Number.isSafeInteger(value)) throw new RangeError(`${value} is not an integer an array parameter can carry`);
   return value;

@@ -14,7 +14,7 @@ import {
 } from '../../protocol/canonical.js';
 import { decideCommit, noAlerts, type ExistingRows } from '../../domain/decide.js';
 import { correction, makePlan, trade } from '../../bench/fixtures.js';
-import { decodeServerFrame } from '../../protocol/codec.js';
+import { decodeServerFrame, encodeServerFrame, type WireEvent } from '../../protocol/codec.js';
 import { toStagedEvent } from '../../protocol/staging.js';
 import type { StagedEvent } from '../../protocol/types.js';
 
@@ -163,11 +163,10 @@ describe('the content hash of a trade received in a plain frame', () => {
     wallet: wireText,
     txHash: wireText,
   });
-  const batchMessage = (event: Record<string, unknown>, escapeLetters: boolean): Buffer => {
-    const text = JSON.stringify({
-      v: 1,
-      frameSequence: 2,
+  const batchMessage = (event: WireEvent, escapeLetters: boolean): Buffer => {
+    const text = encodeServerFrame({
       type: 'batch',
+      frameSequence: 2,
       generation: 1,
       position: 5,
       deliveryMode: 'replay',

@@ -8,6 +8,7 @@ import {
   bigserial,
   boolean,
   check,
+  customType,
   index,
   integer,
   jsonb,
@@ -22,12 +23,20 @@ import type { QuarantineDisposition, ReceiptOutcome } from '../domain/decide.js'
 import type { Mappings, StreamFilter } from '../protocol/codec.js';
 import type { CommittedState, QuarantineReason } from '../protocol/types.js';
 
+/**
+ * Text compared byte by byte (COLLATE "C"), for the columns the keys and indexes are made of. Under the database's
+ * default collation (en_US.UTF-8 in the official postgres image) every comparison a B-tree insert or probe makes
+ * goes through strcoll; these keys are identifiers, whose order nobody reads as language, and equality is the same
+ * under both.
+ */
+const keyText = customType<{ data: string; driverData: string }>({ dataType: () => 'text COLLATE "C"' });
+
 const createdAt = () => timestamp('created_at', { withTimezone: true }).notNull().defaultNow();
 const updatedAt = () => timestamp('updated_at', { withTimezone: true }).notNull().defaultNow();
 
 /** The subscription binding the saved token belongs to (saved by every commit). */
 export const consumerBindings = pgTable('consumer_bindings', {
-  consumerId: text('consumer_id').primaryKey(),
+  consumerId: keyText('consumer_id').primaryKey(),
   subscriptionId: text('subscription_id').notNull(),
   stream: text('stream').notNull(),
   historyId: text('history_id').notNull(),
@@ -42,7 +51,7 @@ export const consumerBindings = pgTable('consumer_bindings', {
 export const checkpoints = pgTable(
   'checkpoints',
   {
-    consumerId: text('consumer_id').primaryKey(),
+    consumerId: keyText('consumer_id').primaryKey(),
     position: bigint('position', { mode: 'number' }),
     /** The whole opaque token: `text`, never truncated, never parsed. */
     token: text('token'),
@@ -84,8 +93,8 @@ export const checkpoints = pgTable(
 export const eventReceipts = pgTable(
   'event_receipts',
   {
-    consumerId: text('consumer_id').notNull(),
-    eventId: text('event_id').notNull(),
+    consumerId: keyText('consumer_id').notNull(),
+    eventId: keyText('event_id').notNull(),
     /** eventContentHash: `v2:` + hex; a bare hex one is a legacy hash, compared at this row's position and ordinal. */
     contentHash: text('content_hash').notNull(),
     position: bigint('position', { mode: 'number' }).notNull(),
@@ -107,8 +116,8 @@ export const eventReceipts = pgTable(
 export const executions = pgTable(
   'executions',
   {
-    consumerId: text('consumer_id').notNull(),
-    entityId: text('entity_id').notNull(),
+    consumerId: keyText('consumer_id').notNull(),
+    entityId: keyText('entity_id').notNull(),
     revision: integer('revision').notNull(),
     market: text('market').notNull(),
     asset: text('asset').notNull(),
@@ -136,8 +145,8 @@ export const executions = pgTable(
 export const executionRevisions = pgTable(
   'execution_revisions',
   {
-    consumerId: text('consumer_id').notNull(),
-    entityId: text('entity_id').notNull(),
+    consumerId: keyText('consumer_id').notNull(),
+    entityId: keyText('entity_id').notNull(),
     revision: integer('revision').notNull(),
     eventId: text('event_id').notNull(),
     position: bigint('position', { mode: 'number' }).notNull(),
@@ -158,8 +167,8 @@ export const executionRevisions = pgTable(
 export const marketVolumes = pgTable(
   'market_volumes',
   {
-    consumerId: text('consumer_id').notNull(),
-    market: text('market').notNull(),
+    consumerId: keyText('consumer_id').notNull(),
+    market: keyText('market').notNull(),
     volume: numeric('volume').notNull().default('0'),
     executionCount: integer('execution_count').notNull().default(0),
     updatedAt: updatedAt(),
@@ -171,8 +180,8 @@ export const marketVolumes = pgTable(
 export const sourceQuality = pgTable(
   'source_quality',
   {
-    consumerId: text('consumer_id').notNull(),
-    scope: text('scope').notNull(),
+    consumerId: keyText('consumer_id').notNull(),
+    scope: keyText('scope').notNull(),
     state: text('state').notNull(),
     lastPosition: bigint('last_position', { mode: 'number' }).notNull(),
     asOf: bigint('as_of', { mode: 'number' }).notNull(),
@@ -188,8 +197,8 @@ export const sourceQuality = pgTable(
 export const quarantine = pgTable(
   'quarantine',
   {
-    consumerId: text('consumer_id').notNull(),
-    eventId: text('event_id').notNull(),
+    consumerId: keyText('consumer_id').notNull(),
+    eventId: keyText('event_id').notNull(),
     entityId: text('entity_id').notNull(),
     kind: text('kind').notNull(),
     position: bigint('position', { mode: 'number' }).notNull(),
@@ -197,7 +206,7 @@ export const quarantine = pgTable(
     /** eventContentHash: `v2:` + hex; a bare hex one is a legacy hash, compared at this row's position and ordinal. */
     contentHash: text('content_hash').notNull(),
     reason: text('reason').notNull().$type<QuarantineReason>(),
-    disposition: text('disposition').notNull().$type<QuarantineDisposition>(),
+    disposition: keyText('disposition').notNull().$type<QuarantineDisposition>(),
     decidedBy: text('decided_by'),
     decidedAt: timestamp('decided_at', { withTimezone: true }),
     why: text('why'),
@@ -217,7 +226,7 @@ export const decisions = pgTable(
   'decisions',
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
-    consumerId: text('consumer_id').notNull(),
+    consumerId: keyText('consumer_id').notNull(),
     kind: text('kind').notNull(),
     decision: text('decision').notNull(),
     actor: text('actor').notNull(),
@@ -244,9 +253,9 @@ export const outbox = pgTable(
   'outbox',
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
-    consumerId: text('consumer_id').notNull(),
+    consumerId: keyText('consumer_id').notNull(),
     /** `<action>:<eventId>`: replaying an event never writes its action twice. */
-    idempotencyKey: text('idempotency_key').notNull(),
+    idempotencyKey: keyText('idempotency_key').notNull(),
     eventId: text('event_id').notNull(),
     action: text('action').notNull(),
     payload: jsonb('payload').notNull(),
@@ -288,7 +297,7 @@ export const outbox = pgTable(
 export const pageProgress = pgTable(
   'page_progress',
   {
-    consumerId: text('consumer_id').primaryKey(),
+    consumerId: keyText('consumer_id').primaryKey(),
     stream: text('stream').notNull(),
     filter: jsonb('filter').notNull().$type<StreamFilter>(),
     filterHash: text('filter_hash').notNull(),
@@ -316,7 +325,7 @@ export const pageProgress = pgTable(
  * records in `pruned_below` how far it has gone, so the next run starts there (docs/design.md#retention).
  */
 export const retentionFloors = pgTable('retention_floors', {
-  consumerId: text('consumer_id').primaryKey(),
+  consumerId: keyText('consumer_id').primaryKey(),
   historyId: text('history_id').notNull(),
   floor: bigint('floor', { mode: 'number' }).notNull(),
   /** Receipts of this consumer at positions below this one have been removed (0: none yet). */

@@ -110,16 +110,26 @@ async function ensureTemplate(admin: pg.Client): Promise<string> {
   }
 }
 
+export interface TestDatabaseOptions {
+  poolMax?: number;
+  migrated?: boolean;
+  /**
+   * The empty database's default collation is ICU's linguistic `en-US` (as a server initialised in en_US.UTF-8
+   * has), not the server's own; only with `migrated: false`.
+   */
+  linguisticCollation?: boolean;
+}
+
 /** A fresh migrated database, cloned from the template; `migrated: false` gives an empty one (migrate's own tests). */
-export async function createTestDatabase(
-  options: { poolMax?: number; migrated?: boolean } = {},
-): Promise<TestDatabase> {
+export async function createTestDatabase(options: TestDatabaseOptions = {}): Promise<TestDatabase> {
   const name = `${TEST_DATABASE_PREFIX}${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
   await withAdmin(async (admin) => {
     if (options.migrated === false) {
-      await admin.query(`CREATE DATABASE ${quoteIdent(name)}`);
+      const collation = options.linguisticCollation ? " TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'" : '';
+      await admin.query(`CREATE DATABASE ${quoteIdent(name)}${collation}`);
       return;
     }
+    if (options.linguisticCollation) throw new Error('createTestDatabase: linguisticCollation needs migrated: false');
     const template = await ensureTemplate(admin);
     await admin.query(`CREATE DATABASE ${quoteIdent(name)} TEMPLATE ${quoteIdent(template)}`);
   });
@@ -143,7 +153,7 @@ export async function createTestDatabase(
  * Registers a database for the calling test file: created before its tests, dropped after them unless one
  * failed (then kept, and its name printed). Read `pool`/`url`/`name` inside tests, not at import time.
  */
-export function useTestDatabase(options: { poolMax?: number; migrated?: boolean } = {}): TestDatabase {
+export function useTestDatabase(options: TestDatabaseOptions = {}): TestDatabase {
   let db: TestDatabase | undefined;
   let failed = false;
   beforeAll(async () => {

@@ -3,13 +3,16 @@
 // and effects — in autocommit, on tables of its own beside the consumer's.
 import type pg from 'pg';
 
-/** The lean tables: receipts (dedup), effects (one row per entity, latest revision) and the fenced checkpoint. */
+/**
+ * The lean tables: receipts (dedup), effects (one row per entity, latest revision) and the fenced checkpoint. Their
+ * keys compare bytes, as the consumer's do (migration 0008), so that the anchor is no slower for want of it.
+ */
 export const LEAN_SCHEMA = `
-  CREATE TABLE lean_receipts (consumer_id text, event_id text, content_hash text, position bigint, ordinal int,
-                              PRIMARY KEY (consumer_id, event_id));
-  CREATE TABLE lean_effects (consumer_id text, entity_id text, revision int, market text, price numeric, size numeric,
-                             notional numeric, PRIMARY KEY (consumer_id, entity_id));
-  CREATE TABLE lean_checkpoint (consumer_id text PRIMARY KEY, position bigint, token text, version int);`;
+  CREATE TABLE lean_receipts (consumer_id text COLLATE "C", event_id text COLLATE "C", content_hash text,
+                              position bigint, ordinal int, PRIMARY KEY (consumer_id, event_id));
+  CREATE TABLE lean_effects (consumer_id text COLLATE "C", entity_id text COLLATE "C", revision int, market text,
+                             price numeric, size numeric, notional numeric, PRIMARY KEY (consumer_id, entity_id));
+  CREATE TABLE lean_checkpoint (consumer_id text COLLATE "C" PRIMARY KEY, position bigint, token text, version int);`;
 
 /** A consumer's checkpoint row at version 0: what the first fenced commit moves. */
 export async function createLeanTables(pool: pg.Pool, consumerIds: readonly string[]): Promise<void> {

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { committed, correction, makePlan, trade, tradeData } from '../../bench/fixtures.js';
 import { READ_EVENTS_SQL } from '../../db/commit-sql.js';
 import { acquireLease, commitCheckpoint, migrate } from '../../db/index.js';
+import type { StagedEvent } from '../../protocol/types.js';
 import { useTestDatabase } from '../support/db.js';
 import { migrateBefore } from '../support/migrations.js';
 
@@ -77,34 +78,27 @@ describe('migration 0008_key_collation_c', () => {
 
     // A consumer commits new trades in one statement, then a duplicate and a correction by the exact path.
     const lease = await acquireLease(db.pool, 'after-upgrade');
-    const first = committed(
-      await commitCheckpoint(
-        db.pool,
-        makePlan('after-upgrade', {
-          fence: { leaseEpoch: lease.leaseEpoch, version: lease.version },
-          position: 1,
-          startMode: 'from_floor',
-          events: [
-            trade(1, 'B-entity', {}, { ordinal: 1, eventId: 'B' }),
-            trade(1, '_z-entity', {}, { ordinal: 2, eventId: '_z' }),
-          ],
-        }),
-      ),
-    );
+    const commitAt = async (version: number, position: number, events: StagedEvent[]) =>
+      committed(
+        await commitCheckpoint(
+          db.pool,
+          makePlan('after-upgrade', {
+            fence: { leaseEpoch: lease.leaseEpoch, version },
+            position,
+            startMode: position === 1 ? 'from_floor' : 'resume',
+            events,
+          }),
+        ),
+      );
+    const first = await commitAt(lease.version, 1, [
+      trade(1, 'B-entity', {}, { ordinal: 1, eventId: 'B' }),
+      trade(1, '_z-entity', {}, { ordinal: 2, eventId: '_z' }),
+    ]);
     expect(first).toMatchObject({ applied: 2, duplicates: 0 });
-    const second = committed(
-      await commitCheckpoint(
-        db.pool,
-        makePlan('after-upgrade', {
-          fence: { leaseEpoch: lease.leaseEpoch, version: first.version },
-          position: 2,
-          events: [
-            trade(2, 'B-entity', {}, { ordinal: 1, eventId: 'B' }),
-            correction(2, '_z-entity', 2, { size: '7' }, { ordinal: 2, eventId: 'a' }),
-          ],
-        }),
-      ),
-    );
+    const second = await commitAt(first.version, 2, [
+      trade(2, 'B-entity', {}, { ordinal: 1, eventId: 'B' }),
+      correction(2, '_z-entity', 2, { size: '7' }, { ordinal: 2, eventId: 'a' }),
+    ]);
     expect(second).toMatchObject({ applied: 1, duplicates: 1 });
     const executions = await db.pool.query<{ entity_id: string; revision: number; size: string }>(
       `SELECT entity_id, revision, size::text FROM executions WHERE consumer_id = 'after-upgrade' ORDER BY entity_id`,

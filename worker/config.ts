@@ -73,12 +73,10 @@ export class ConfigError extends Error {
 }
 
 /**
- * A full collection once the heap has doubled past what the last one left (Go's GOGC=100): the worker's resident set
- * then follows its live heap (staging included) instead of the replay's allocation rate, and a replay pays half the
- * full collections of a 50% bound, whose marking was the worker's largest cost over an in-process run
- * (bench/results/memory.md, README's performance section).
+ * A full collection once the heap has grown 50% past what the last one left: the worker's resident set then follows
+ * its live heap (staging included) instead of the replay's allocation rate (bench/results/memory.md).
  */
-export const DEFAULT_HEAP_GROWTH_PERCENT = 100;
+export const DEFAULT_HEAP_GROWTH_PERCENT = 50;
 
 const required = (what: string) =>
   z

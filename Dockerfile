@@ -26,5 +26,5 @@ COPY deploy/start-consumer.sh ./deploy/start-consumer.sh
 USER node
 # node itself (not npm or npx, which add a parent process) receives compose's SIGTERM, so the worker's graceful
 # shutdown runs: leases stop at a checkpoint boundary. The worker loads dist/workflow-bundle.js: no webpack run
-# at start.
-CMD ["node", "dist/worker/main.js"]
+# at start. Its Node flags are worker/node-flags.ts's (why: there).
+CMD ["node", "--max-semi-space-size=16", "dist/worker/main.js"]

@@ -31,6 +31,7 @@ import {
   type Target,
 } from './support.js';
 import { startTemporal } from './temporal-env.js';
+import { WORKER_NODE_FLAGS } from '../worker/node-flags.js';
 
 /** This branch's starting point: the CLI and worker through tsx, the workflows bundled at every worker start. */
 export const BUILD_BASELINE_REF = 'bd9e3e7';
@@ -61,7 +62,11 @@ interface Commands {
 function commandsOf(way: Way, target: Target): Commands {
   const { root, commit } = target;
   const tsxWorker = ['--import', 'tsx', join(root, 'worker/main.ts')];
-  const compiled = { cli: [join(root, 'dist/cli/main.js')], worker: [join(root, 'dist/worker/main.js')] };
+  // The compiled worker as `npm run worker` and the image start it.
+  const compiled = {
+    cli: [join(root, 'dist/cli/main.js')],
+    worker: [...WORKER_NODE_FLAGS, join(root, 'dist/worker/main.js')],
+  };
   switch (way) {
     case 'before':
       return { way, commit, root, node: process.execPath, cli: [join(root, 'cli/bin.js')], worker: tsxWorker };

@@ -21,6 +21,7 @@ import {
 import { backendsCpuMs, HAS_PROC, processCpuMs, type PostgresCpu } from './proc-cpu.js';
 import { API_KEY, probeHead, type Simulator } from './simulator-process.js';
 import { cpuProfileArgs, importFrom, withScratchDatabase, type Target } from './support.js';
+import { WORKER_NODE_FLAGS } from '../worker/node-flags.js';
 
 export const NAMESPACE = 'default';
 /** How often a replay's committed positions are polled: 10 ms is well under 1% of a timed replay. */
@@ -61,9 +62,9 @@ function spawnWorker(target: Target, env: Record<string, string>): WorkerProcess
   return spawnWorkerProcess(['--import', 'tsx', join(target.root, 'worker/main.ts')], target.root, env);
 }
 
-/** `node <args>` in `cwd`: a worker process that logs "worker running" once it polls. */
+/** `node <args>` in `cwd`, with the worker's Node flags: a worker process that logs "worker running" once it polls. */
 export function spawnWorkerProcess(args: string[], cwd: string, env: Record<string, string>): WorkerProcess {
-  const child = spawn(process.execPath, [...cpuProfileArgs(), ...args], {
+  const child = spawn(process.execPath, [...WORKER_NODE_FLAGS, ...cpuProfileArgs(), ...args], {
     cwd,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { WORKER_NODE_FLAGS } from '../../worker/node-flags.js';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -18,7 +19,7 @@ export interface WorkerProcess {
 
 /** `env` is added to `baseEnv` (this process's environment unless a test needs a clean one). */
 export function spawnWorker(env: Record<string, string>, baseEnv: NodeJS.ProcessEnv = process.env): WorkerProcess {
-  const child = spawn(process.execPath, [join(repoRoot, 'dist/worker/main.js')], {
+  const child = spawn(process.execPath, [...WORKER_NODE_FLAGS, join(repoRoot, 'dist/worker/main.js')], {
     cwd: repoRoot,
     env: { ...baseEnv, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -12,4 +12,7 @@ if [[ -z "${TEMPORAL_ADDRESS:-}" ]]; then
   export TEMPORAL_CLI
 fi
 npm run --silent build -- --if-stale
+# The worker's launch flags (worker/node-flags.ts): this job runs its worker in process, and tsx runs the job in a
+# node of its own, which a flag on this command line would not reach; NODE_OPTIONS does.
+export NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--max-semi-space-size=16"
 exec npx tsx cli/main.ts run "$@"

@@ -1,5 +1,6 @@
-// The Node flags the worker process is started with (package.json's `worker` script, the Dockerfile's CMD, the
-// benches and the tests that start it as operators do; test/unit/worker-launch.test.ts holds them to this list).
+// The Node flags the worker process is started with (package.json's `worker` script, the Dockerfile's CMD, the main
+// job's NODE_OPTIONS in scripts/start.sh, the benches and the tests that start it as operators do;
+// test/unit/worker-launch.test.ts holds the first three to this list).
 //
 // --max-semi-space-size=16: the young generation's two halves at most 16 MiB each, as Node 20 and 22 have them.
 // Node 24's V8 lets them grow to 64 MiB each, and a replay's allocation rate grows them there within seconds of the

@@ -97,7 +97,7 @@ function loadStatements(from: number, to: number): { table: string; sql: string 
     {
       table: 'event_receipts',
       sql: `INSERT INTO event_receipts (consumer_id, event_id, content_hash, position, ordinal, outcome)
-            SELECT ${h.consumer}, ${h.eventId('i')}, 'v2:' || md5(i::text) || md5((-i)::text), ${h.position('i')},
+            SELECT ${h.consumer}, ${h.eventId('i')}, '\\x02'::bytea || decode(md5(i::text) || md5((-i)::text), 'hex'), ${h.position('i')},
                    i % 2 + 1, CASE WHEN i % 20 = 19 THEN 'no_effect' ELSE 'applied' END ${series}`,
     },
     {

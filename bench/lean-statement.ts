@@ -2,13 +2,15 @@
 // prepared, fenced statement — `UPDATE checkpoint … RETURNING` feeding `unnest … ON CONFLICT` inserts of receipts
 // and effects — in autocommit, on tables of its own beside the consumer's.
 import type pg from 'pg';
+import { contentHashArray } from '../db/content-hash-column.js';
 
 /**
  * The lean tables: receipts (dedup), effects (one row per entity, latest revision) and the fenced checkpoint. Their
- * keys compare bytes, as the consumer's do (migration 0008), so that the anchor is no slower for want of it.
+ * keys compare bytes, and their content hashes are stored as bytes, as the consumer's are (migrations 0008 and 0009),
+ * so that the anchor is no slower for want of either.
  */
 export const LEAN_SCHEMA = `
-  CREATE TABLE lean_receipts (consumer_id text COLLATE "C", event_id text COLLATE "C", content_hash text,
+  CREATE TABLE lean_receipts (consumer_id text COLLATE "C", event_id text COLLATE "C", content_hash bytea,
                               position bigint, ordinal int, PRIMARY KEY (consumer_id, event_id));
   CREATE TABLE lean_effects (consumer_id text COLLATE "C", entity_id text COLLATE "C", revision int, market text,
                              price numeric, size numeric, notional numeric, PRIMARY KEY (consumer_id, entity_id));
@@ -26,7 +28,7 @@ WITH cp AS (
    WHERE consumer_id = $1 AND version = $4 RETURNING version
 ),
 r AS (
-  INSERT INTO lean_receipts SELECT $1, * FROM unnest($5::text[], $6::text[], $7::bigint[], $8::int[])
+  INSERT INTO lean_receipts SELECT $1, * FROM unnest($5::text[], $6::bytea[], $7::bigint[], $8::int[])
    WHERE EXISTS (SELECT 1 FROM cp) ON CONFLICT DO NOTHING
 ),
 e AS (
@@ -89,7 +91,7 @@ export async function leanCommit(
       checkpoint.token,
       checkpoint.version,
       c.eventIds,
-      c.contentHashes,
+      contentHashArray(c.contentHashes),
       c.positions,
       c.ordinals,
       c.entityIds,

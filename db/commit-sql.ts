@@ -4,6 +4,7 @@
 // the builders of the array parameters the statements take.
 import type { CommitWrites, ExecutionState, ExistingRows, ReceiptWrite } from '../domain/decide.js';
 import type { CheckpointPlan } from '../protocol/types.js';
+import { contentHashArray } from './content-hash-column.js';
 import { binaryBigintArray, binaryIntArray, binaryTextArray, numberArray, textArray } from './pg-arrays.js';
 
 // The reads of the exact path probe the primary key once per id: LATERAL … LIMIT 1 cannot be flattened into a
@@ -67,7 +68,7 @@ function arrayRows(
 function receiptRows(first: number): string {
   return arrayRows('r', first, [
     'event_id text',
-    'content_hash text',
+    'content_hash bytea',
     'position bigint',
     'ordinal int',
     'outcome text',
@@ -78,7 +79,7 @@ const INSERT_QUARANTINE = `INSERT INTO quarantine (consumer_id, event_id, entity
 
 /** Held records, or terminal ones. A held record seen again stays held; a retried one is held again. */
 export const WRITE_QUARANTINE_SQL = `${INSERT_QUARANTINE}
-     SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::int[], $7::text[], $8::text[], $9::text[])
+     SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::int[], $7::bytea[], $8::text[], $9::text[])
      ON CONFLICT (consumer_id, event_id) DO UPDATE
         SET disposition = EXCLUDED.disposition, reason = EXCLUDED.reason, updated_at = now()
       -- never demote a terminal record (an operator's decision) back to held
@@ -215,7 +216,7 @@ volumes AS (
 ),
 terminal_quarantine AS (
   ${INSERT_QUARANTINE}
-  SELECT $1, *, 'terminal' FROM unnest($35::text[], $36::text[], $37::text[], $38::bigint[], $39::int[], $40::text[], $41::text[])
+  SELECT $1, *, 'terminal' FROM unnest($35::text[], $36::text[], $37::text[], $38::bigint[], $39::int[], $40::bytea[], $41::text[])
   ON CONFLICT (consumer_id, event_id) DO UPDATE SET disposition = 'terminal', updated_at = now()
 ),
 quality AS (
@@ -380,7 +381,7 @@ export function effectWriteValues(
     textArray(q.map((x) => x.kind)),
     numberArray(q.map((x) => x.position)),
     numberArray(q.map((x) => x.ordinal)),
-    textArray(q.map((x) => x.contentHash)),
+    contentHashArray(q.map((x) => x.contentHash)),
     textArray(q.map((x) => x.reason)),
     // $42-$45 quality
     textArray(n.map((x) => x.scope)),
@@ -425,7 +426,7 @@ export function checkpointColumns({ binding, checkpoint }: CheckpointPlan): unkn
 export function receiptColumns(r: readonly ReceiptWrite[]): Buffer[] {
   return [
     binaryTextArray(r.map((x) => x.eventId)),
-    binaryTextArray(r.map((x) => x.contentHash)),
+    contentHashArray(r.map((x) => x.contentHash)),
     binaryBigintArray(r.map((x) => x.position)),
     binaryIntArray(r.map((x) => x.ordinal)),
     binaryTextArray(r.map((x) => x.outcome)),

@@ -33,6 +33,7 @@ import {
   WRITE_QUARANTINE_SQL,
 } from './commit-sql.js';
 import type { CheckpointFenced, CheckpointOutcome, CommitResult } from './commit-types.js';
+import { contentHashArray, contentHashOf } from './content-hash-column.js';
 import type { KnownExecutions, RecentExecutions } from './recent-executions.js';
 import { lockCheckpoint } from './state.js';
 import { inTransaction } from './transaction.js';
@@ -193,7 +194,7 @@ export async function readExisting(
   for (const row of byEvent.rows) {
     if (row.receipt_hash !== null && row.outcome !== null) {
       receipts.set(row.event_id, {
-        contentHash: row.receipt_hash,
+        contentHash: contentHashOf(row.receipt_hash),
         position: Number(row.receipt_position),
         ordinal: row.receipt_ordinal!,
         outcome: row.outcome,
@@ -201,7 +202,7 @@ export async function readExisting(
     }
     if (row.quarantine_hash !== null && row.disposition !== null) {
       quarantine.set(row.event_id, {
-        contentHash: row.quarantine_hash,
+        contentHash: contentHashOf(row.quarantine_hash),
         position: Number(row.quarantine_position),
         ordinal: row.quarantine_ordinal!,
         disposition: row.disposition,
@@ -249,7 +250,7 @@ export async function writeQuarantine(
     records.map((r) => r.kind),
     records.map((r) => r.position),
     records.map((r) => r.ordinal),
-    records.map((r) => r.contentHash),
+    contentHashArray(records.map((r) => r.contentHash)),
     records.map((r) => r.reason),
     records.map((r) => r.disposition),
   ]);

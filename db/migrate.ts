@@ -2,6 +2,7 @@
 // once: a session-level advisory lock held on the migrating connection makes them take turns, and the
 // migrator skips what its journal table says is applied, so every caller after the first is a no-op.
 import { fileURLToPath } from 'node:url';
+import { DrizzleQueryError } from 'drizzle-orm/errors';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { migrate as drizzleMigrate } from 'drizzle-orm/node-postgres/migrator';
 import type pg from 'pg';
@@ -30,7 +31,9 @@ export async function migrate(pool: pg.Pool): Promise<void> {
       await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
     }
   } catch (error) {
-    throw toStorageFailure('migrate', undefined, error);
+    // drizzle wraps the database's error in one whose message is the whole migration's text: report the
+    // database's own (its SQLSTATE, and what a migration's check says is wrong).
+    throw toStorageFailure('migrate', undefined, error instanceof DrizzleQueryError ? error.cause : error);
   } finally {
     client.release(true);
   }

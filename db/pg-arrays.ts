@@ -40,6 +40,7 @@ const ESCAPED = /["\\]/g;
 // and it checks the element OID against it.
 
 const TEXT_OID = 25;
+const BYTEA_OID = 17;
 const INT4_OID = 23;
 const INT8_OID = 20;
 const HEADER_BYTES = 20;
@@ -140,6 +141,30 @@ function writeTextElements(buffer: Buffer, values: readonly (string | null)[], a
   }
   writeHeader(buffer, values.length, hasNull, TEXT_OID);
   return offset;
+}
+
+/**
+ * A `bytea[]` parameter in the binary format, no NULLs: element i is `byteLength(i)` bytes that `write` puts at
+ * `offset`. The caller writes its elements straight into the array, not into a Buffer of their own each.
+ */
+export function binaryByteaArray(
+  count: number,
+  byteLength: (index: number) => number,
+  write: (buffer: Buffer, offset: number, index: number) => void,
+): Buffer {
+  if (count === 0) return emptyArray(BYTEA_OID);
+  let total = HEADER_BYTES;
+  for (let i = 0; i < count; i++) total += 4 + byteLength(i);
+  const buffer = Buffer.allocUnsafe(total);
+  writeHeader(buffer, count, false, BYTEA_OID);
+  let offset = HEADER_BYTES;
+  for (let i = 0; i < count; i++) {
+    const bytes = byteLength(i);
+    int32At(buffer, offset, bytes);
+    write(buffer, offset + 4, i);
+    offset += 4 + bytes;
+  }
+  return buffer;
 }
 
 /** An `int[]` parameter in the binary format (32-bit integers; RangeError otherwise). */

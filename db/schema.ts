@@ -31,6 +31,12 @@ import type { CommittedState, QuarantineReason } from '../protocol/types.js';
  */
 const keyText = customType<{ data: string; driverData: string }>({ dataType: () => 'text COLLATE "C"' });
 
+/**
+ * A content hash in its stored form (db/content-hash-column.ts): 0x02 and the digest's 32 bytes, or a legacy hash's
+ * 32 bytes alone. pg reads bytea back as a Buffer.
+ */
+const contentHashBytes = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => 'bytea' });
+
 const createdAt = () => timestamp('created_at', { withTimezone: true }).notNull().defaultNow();
 const updatedAt = () => timestamp('updated_at', { withTimezone: true }).notNull().defaultNow();
 
@@ -95,8 +101,8 @@ export const eventReceipts = pgTable(
   {
     consumerId: keyText('consumer_id').notNull(),
     eventId: keyText('event_id').notNull(),
-    /** eventContentHash: `v2:` + hex; a bare hex one is a legacy hash, compared at this row's position and ordinal. */
-    contentHash: text('content_hash').notNull(),
+    /** eventContentHash, stored as bytes; a legacy one (no `v2:`) is compared at this row's position and ordinal. */
+    contentHash: contentHashBytes('content_hash').notNull(),
     position: bigint('position', { mode: 'number' }).notNull(),
     ordinal: integer('ordinal').notNull(),
     outcome: text('outcome').notNull().$type<ReceiptOutcome>(),
@@ -203,8 +209,8 @@ export const quarantine = pgTable(
     kind: text('kind').notNull(),
     position: bigint('position', { mode: 'number' }).notNull(),
     ordinal: integer('ordinal').notNull(),
-    /** eventContentHash: `v2:` + hex; a bare hex one is a legacy hash, compared at this row's position and ordinal. */
-    contentHash: text('content_hash').notNull(),
+    /** eventContentHash, stored as bytes; a legacy one (no `v2:`) is compared at this row's position and ordinal. */
+    contentHash: contentHashBytes('content_hash').notNull(),
     reason: text('reason').notNull().$type<QuarantineReason>(),
     disposition: keyText('disposition').notNull().$type<QuarantineDisposition>(),
     decidedBy: text('decided_by'),

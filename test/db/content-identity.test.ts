@@ -13,6 +13,7 @@ import {
   resolveQuarantine,
   type CheckpointOutcome,
 } from '../../db/index.js';
+import { contentHashOf } from '../../db/content-hash-column.js';
 import { commitPageChunk, openPageProgress, recognisePageEvents } from '../../db/pages.js';
 import { CONTENT_IDENTITY_PREFIX, legacyEventContentHash } from '../../protocol/canonical.js';
 import type { StagedEvent } from '../../protocol/types.js';
@@ -32,11 +33,11 @@ const asReleased = (event: StagedEvent): StagedEvent => ({
 });
 
 async function savedHashes(table: 'event_receipts' | 'quarantine', consumerId: string): Promise<string[]> {
-  const { rows } = await db.pool.query<{ content_hash: string }>(
+  const { rows } = await db.pool.query<{ content_hash: Buffer }>(
     `SELECT content_hash FROM ${table} WHERE consumer_id = $1 ORDER BY event_id`,
     [consumerId],
   );
-  return rows.map((r) => r.content_hash);
+  return rows.map((r) => contentHashOf(r.content_hash));
 }
 
 async function fenceOf(consumerId: string): Promise<Fence> {

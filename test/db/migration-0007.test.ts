@@ -20,9 +20,11 @@ describe('migration 0007_page_applied_totals', () => {
     // Three applied, one no-effect and one quarantined receipt; another consumer's applied one counts for it alone.
     await db.pool.query(
       `INSERT INTO event_receipts (consumer_id, event_id, content_hash, position, ordinal, outcome)
-       VALUES ('backfilled', 'e1', 'v2:a', 1, 0, 'applied'), ('backfilled', 'e2', 'v2:b', 2, 0, 'applied'),
-              ('backfilled', 'e3', 'v2:c', 3, 0, 'no_effect'), ('backfilled', 'e4', 'v2:d', 4, 0, 'quarantined'),
-              ('backfilled', 'e5', 'v2:e', 5, 0, 'applied'), ('other', 'e1', 'v2:a', 1, 0, 'applied')`,
+       SELECT consumer_id, event_id, 'v2:' || repeat(digit, 64), position, 0, outcome
+         FROM (VALUES ('backfilled', 'e1', 'a', 1, 'applied'), ('backfilled', 'e2', 'b', 2, 'applied'),
+                      ('backfilled', 'e3', 'c', 3, 'no_effect'), ('backfilled', 'e4', 'd', 4, 'quarantined'),
+                      ('backfilled', 'e5', 'e', 5, 'applied'), ('other', 'e1', 'a', 1, 'applied'))
+              AS r(consumer_id, event_id, digit, position, outcome)`,
     );
 
     // A status read before the worker has migrated shows no counter rather than failing.

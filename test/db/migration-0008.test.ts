@@ -1,9 +1,11 @@
 // Migration 0008 (key collation "C") on a database whose default collation is linguistic (ICU en-US, what a server
 // initialised in en_US.UTF-8 has): the rows an older release wrote keep their keys, every index's text column then
 // compares bytes, the commit's probes can still use the primary keys, and a consumer commits on.
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { committed, correction, makePlan, trade, tradeData } from '../../bench/fixtures.js';
 import { READ_EVENTS_SQL } from '../../db/commit-sql.js';
+import { contentHashOf } from '../../db/content-hash-column.js';
 import { acquireLease, commitCheckpoint, migrate } from '../../db/index.js';
 import type { StagedEvent } from '../../protocol/types.js';
 import { useTestDatabase } from '../support/db.js';
@@ -26,7 +28,8 @@ describe('migration 0008_key_collation_c', () => {
     await migrateBefore(db.pool, '0008');
     await db.pool.query(
       `INSERT INTO event_receipts (consumer_id, event_id, content_hash, position, ordinal, outcome)
-       SELECT 'older', id, 'v2:' || id, 1, n, 'applied' FROM unnest($1::text[]) WITH ORDINALITY AS ids(id, n)`,
+       SELECT 'older', id, 'v2:' || encode(sha256(convert_to(id, 'UTF8')), 'hex'), 1, n, 'applied'
+         FROM unnest($1::text[]) WITH ORDINALITY AS ids(id, n)`,
       [IDS],
     );
     // The premise: this database orders these ids linguistically.
@@ -35,10 +38,12 @@ describe('migration 0008_key_collation_c', () => {
     await migrate(db.pool);
 
     expect(await receiptIdsInOrder()).toEqual(['B', '_z', 'a']);
-    const kept = await db.pool.query<{ event_id: string; content_hash: string }>(
+    const kept = await db.pool.query<{ event_id: string; content_hash: Buffer }>(
       `SELECT event_id, content_hash FROM event_receipts WHERE consumer_id = 'older' ORDER BY ordinal`,
     );
-    expect(kept.rows).toEqual(IDS.map((id) => ({ event_id: id, content_hash: `v2:${id}` })));
+    expect(kept.rows.map((r) => ({ event_id: r.event_id, content_hash: contentHashOf(r.content_hash) }))).toEqual(
+      IDS.map((id) => ({ event_id: id, content_hash: `v2:${createHash('sha256').update(id).digest('hex')}` })),
+    );
 
     // Every text column of every index in the schema, now and as later migrations add them, compares bytes.
     const indexedText = await db.pool.query<{ index: string; collation: string }>(

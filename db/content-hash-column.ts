@@ -27,23 +27,21 @@ function storedLength(hash: string): number {
   throw new ContentHashFormatError(`not a content hash (v2:<64 hex digits> or 64 hex digits): "${hash}"`);
 }
 
+/**
+ * Buffer.prototype.hexWrite: the native hex decoder behind Buffer.write, without that method's argument parsing (as
+ * pg-arrays.ts uses utf8Write). It stops at the first pair that is not hex and returns the bytes written.
+ */
+const nativeHexWrite = (
+  Buffer.prototype as unknown as { hexWrite: (this: Buffer, hex: string, offset: number, length: number) => number }
+).hexWrite;
+
 /** `hash` in its stored form at `offset` (storedLength(hash) bytes). */
 function writeStored(buffer: Buffer, offset: number, hash: string): void {
   const current = hash.length !== DIGEST_HEX;
   if (current) buffer[offset] = CURRENT_TAG;
   const digest = current ? hash.slice(PREFIX) : hash;
-  // Buffer's hex decoder stops at the first pair that is not hex: a short count is a malformed digest.
-  if (buffer.write(digest, offset + (current ? 1 : 0), DIGEST_BYTES, 'hex') !== DIGEST_BYTES || !isLowerHex(digest))
-    throw new ContentHashFormatError(`not a content hash (its digest is not 64 lowercase hex digits): "${hash}"`);
-}
-
-/** The hex decoder reads either case, and the stored bytes read back lowercase: an uppercase digest would not. */
-function isLowerHex(digest: string): boolean {
-  for (let i = 0; i < digest.length; i++) {
-    const c = digest.charCodeAt(i);
-    if (c >= 65 && c <= 70) return false;
-  }
-  return true;
+  if (nativeHexWrite.call(buffer, digest, offset + (current ? 1 : 0), DIGEST_BYTES) !== DIGEST_BYTES)
+    throw new ContentHashFormatError(`not a content hash (its digest is not 64 hex digits): "${hash}"`);
 }
 
 /** The hashes as a `bytea[]` parameter in their stored form. */

@@ -27,7 +27,7 @@ import type { CheckpointPlan } from '../protocol/types.js';
 import {
   checkpointColumns,
   executionColumns,
-  FAST_COMMIT_SQL,
+  fastCommitStatement,
   FAST_PATH_PROOF_CONSTRAINTS,
   receiptColumns,
   savedColumn,
@@ -81,6 +81,7 @@ export interface FastCommitted {
 
 /** What the fast statement sends, and what its answer is read with: nothing else of the fold. */
 interface PreparedFastCommit {
+  statement: { name: string; text: string };
   values: unknown[];
   counts: FoldedWrites['counts'];
   quality: FoldedWrites['quality'];
@@ -105,6 +106,12 @@ function prepareFastCommit(plans: readonly CheckpointPlan[], known: KnownExecuti
   // Every event is at or below its checkpoint and in journal order: the first event is the lowest position.
   const floor = first.events[0]?.position ?? first.checkpoint.position;
   return {
+    statement: fastCommitStatement({
+      updates: writes.executions.some((x) => saved.has(x.entityId)),
+      revisions: writes.revisions.length > 0,
+      outbox: writes.outbox.length > 0,
+      quality: writes.quality.length > 0,
+    }),
     values: [
       first.consumerId,
       first.fence.leaseEpoch,
@@ -148,8 +155,7 @@ export async function fastCommit(
   let row: { version: number | null; quality_scopes: string[] };
   try {
     const res = await pool.query<{ version: number | null; quality_scopes: string[] }>({
-      name: 'whalehunt_commit_fast',
-      text: FAST_COMMIT_SQL,
+      ...prepared.statement,
       values: prepared.values,
     });
     row = res.rows[0]!;

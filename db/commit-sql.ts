@@ -141,7 +141,7 @@ function checkpointSet(first: number, increment: number, outcomes: number): stri
  * serialises this consumer's commits, so the state decide() computed is the state to store: no read-modify-write
  * in SQL. `first` is the parameter number of the 13 execution arrays, `saved` of the boolean array.
  */
-function executionWriteCtes(first: number, saved: number, guard = ''): string {
+function executionWriteCtes(first: number, saved: number, guard = '', withUpdates = true): string {
   const rows = arrayRows(
     'x',
     first,
@@ -170,11 +170,13 @@ function executionWriteCtes(first: number, saved: number, guard = ''): string {
   // `… = ANY($saved)` names no row: Postgres checks it once, and skips the CTE's unnest of the fourteen arrays when
   // no row is for it (a run of new trades updates nothing).
   const and = guard === '' ? 'WHERE' : `${guard} AND`;
-  return `executions_inserted AS (
+  const inserted = `executions_inserted AS (
   ${insert}
    ${and} NOT x.saved AND false = ANY($${saved}::boolean[])
 ),
-executions_updated AS (
+`;
+  if (!withUpdates) return inserted;
+  return `${inserted}executions_updated AS (
   -- an upsert of a row that exists goes straight to its update; unlike UPDATE … FROM, whose join a cached plan may
   -- turn into a scan of all the consumer's executions, it probes the primary key once per row
   ${insert}
@@ -267,6 +269,20 @@ export const FAST_PATH_PROOF_CONSTRAINTS: ReadonlySet<string> = new Set([
 /** Writes only once the fast path's checkpoint CTE passed the fence and moved the row. */
 const IF_CHECKPOINT_MOVED = 'WHERE EXISTS (SELECT 1 FROM checkpoint)';
 
+/**
+ * The parts of the fast statement a run may do without. Postgres opens the table and every index of each
+ * data-modifying CTE a statement holds, and locks them, whether or not a row reaches it: for a checkpoint of one
+ * event that was about a third of the statement's time. A run writes no superseded revision, overwrites no
+ * execution and saves no quality notice unless it corrects or carries one, and has no alert without a whale.
+ */
+export interface FastCommitParts {
+  /** an execution the database holds is overwritten (a correction of an entity the run knows) */
+  updates: boolean;
+  revisions: boolean;
+  outbox: boolean;
+  quality: boolean;
+}
+
 // The fast path's statement (commit-fast.ts says why its proof holds). $1 consumer, $2 lease epoch, $3 version,
 // $4 version increment, $5 every position of the run must be above the saved one, $6 generation, $7 the first plan
 // is a rebind, $8-$12 receipts, $13-$25 executions (arrays: Postgres reads a thousand-row array several times
@@ -275,7 +291,15 @@ const IF_CHECKPOINT_MOVED = 'WHERE EXISTS (SELECT 1 FROM checkpoint)';
 // The receipts name every eventId of the run and the executions every entityId; an eventId with a receipt, or an
 // entity the run does not know with an execution, fails its plain INSERT on the primary key
 // (FAST_PATH_PROOF_CONSTRAINTS), which aborts the whole statement: nothing is written.
-export const FAST_COMMIT_SQL = `
+function fastCommitSql(parts: FastCommitParts): string {
+  // Every parameter needs a type even where its part is left out: a plain SELECT that nothing reads gives it one,
+  // and Postgres does not run it.
+  const leftOut = [
+    ...(parts.revisions ? [] : ['$26::json']),
+    ...(parts.outbox ? [] : ['$28::json']),
+    ...(parts.quality ? [] : ['$29::json']),
+  ];
+  return `
 WITH clash AS (
   -- most consumers have no quarantine record at all: one probe of the consumer's key range spares one per event.
   -- Receipts and unknown executions are not probed: their plain INSERTs below fail on the primary key instead.
@@ -299,8 +323,9 @@ receipts AS (
   SELECT $1, * FROM ${receiptRows(8)}
    ${IF_CHECKPOINT_MOVED}
 ),
-${executionWriteCtes(13, 42, IF_CHECKPOINT_MOVED)}
-revisions AS (
+${executionWriteCtes(13, 42, IF_CHECKPOINT_MOVED, parts.updates)}${
+    parts.revisions
+      ? `revisions AS (
   ${INSERT_REVISIONS}
   SELECT $1, v."entityId", v.revision, v."eventId", v.position, v.market, v.asset, v.side, v.price, v.size, v.notional,
          v.wallet, v."txHash"
@@ -309,14 +334,18 @@ revisions AS (
                                            wallet text, "txHash" text)
    ${IF_CHECKPOINT_MOVED}
 ),
-volumes AS (
+`
+      : ''
+  }volumes AS (
   ${ADD_MARKET_VOLUMES}
   SELECT $1, m.market, m.volume, m.count
     FROM json_to_recordset($27::json) AS m(market text, volume numeric, count int)
    ${IF_CHECKPOINT_MOVED}
   ${ON_MARKET_VOLUME}
 ),
-outboxed AS (
+${
+  parts.outbox
+    ? `outboxed AS (
   -- keyed by the eventId, which has no receipt yet: no action of it was ever written
   ${INSERT_OUTBOX}
   SELECT $1, o."idempotencyKey", o."eventId", o.action, o.payload, ${outboxStatus('o."suppressedReason"')},
@@ -325,7 +354,11 @@ outboxed AS (
                                            "suppressedReason" text)
    ${IF_CHECKPOINT_MOVED}
 ),
-quality AS (
+`
+    : ''
+}${
+    parts.quality
+      ? `quality AS (
   ${INSERT_QUALITY}
   SELECT $1, n.scope, n.state, n.position, n."asOf"
     FROM json_to_recordset($29::json) AS n(scope text, state text, position bigint, "asOf" bigint)
@@ -333,13 +366,40 @@ quality AS (
   ${ON_QUALITY_SCOPE}
   RETURNING scope
 ),
-binding AS (
+`
+      : ''
+  }${
+    leftOut.length > 0
+      ? `left_out AS (SELECT ${leftOut.join(', ')}),
+`
+      : ''
+  }binding AS (
   ${INSERT_BINDING}
   SELECT ${bindingValues(30)}
    ${IF_CHECKPOINT_MOVED}
   ${ON_BINDING}
 )
-SELECT (SELECT version FROM checkpoint) AS version, ARRAY(SELECT scope FROM quality) AS quality_scopes`;
+SELECT (SELECT version FROM checkpoint) AS version,
+       ${parts.quality ? 'ARRAY(SELECT scope FROM quality)' : `'{}'::text[]`} AS quality_scopes`;
+}
+
+/** Each combination of parts as its own prepared statement, built once: index by fastCommitVariant. */
+const FAST_COMMIT_STATEMENTS = Array.from({ length: 16 }, (_, variant) => ({
+  name: `whalehunt_commit_fast_${variant}`,
+  text: fastCommitSql({
+    updates: (variant & 1) !== 0,
+    revisions: (variant & 2) !== 0,
+    outbox: (variant & 4) !== 0,
+    quality: (variant & 8) !== 0,
+  }),
+}));
+
+/** The fast statement that carries `parts` and no more: its prepared statement's name and text. */
+export function fastCommitStatement(parts: FastCommitParts): { name: string; text: string } {
+  const variant =
+    (parts.updates ? 1 : 0) | (parts.revisions ? 2 : 0) | (parts.outbox ? 4 : 0) | (parts.quality ? 8 : 0);
+  return FAST_COMMIT_STATEMENTS[variant]!;
+}
 
 /**
  * $1-$51 of EFFECT_WRITE_CTES: the consumer and decide()'s writes; `asOf` is the position saved with each quality

@@ -6,6 +6,7 @@
 // bench/results/commit.json and commit.md.
 import type pg from 'pg';
 import { createPool } from '../db/index.js';
+import { contentHashArray } from '../db/content-hash-column.js';
 import type * as Db from '../db/index.js';
 import { notional, compareDecimal, parseDecimal } from '../protocol/decimal.js';
 import { freshCheckpoints, WHALE_ALERT_MIN_NOTIONAL } from './fixtures.js';
@@ -93,11 +94,11 @@ async function handWrittenCommit(pool: pg.Pool, plan: CheckpointPlan): Promise<v
   try {
     await client.query('BEGIN');
     await client.query(
-      `INSERT INTO lean_receipts SELECT $1, * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::int[]) ON CONFLICT DO NOTHING`,
+      `INSERT INTO lean_receipts SELECT $1, * FROM unnest($2::text[], $3::bytea[], $4::bigint[], $5::int[]) ON CONFLICT DO NOTHING`,
       [
         HAND_WRITTEN,
         e.map((x) => x.eventId),
-        e.map((x) => x.contentHash),
+        contentHashArray(e.map((x) => x.contentHash)),
         e.map((x) => x.position),
         e.map((x) => x.ordinal),
       ],

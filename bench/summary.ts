@@ -200,15 +200,16 @@ function ratioTable(): string[] {
   const scale = read<ScaleResult>('scale');
   const temporalRow = (every: number, target: string) =>
     temporal?.rows.find((r) => r.checkpointEvery === every && r.target === target);
-  const ratio = (measure: string, target: string, value: number | null | undefined, met: (v: number) => boolean) => ({
-    measure,
-    target,
-    measured: value === null || value === undefined ? 'not measured' : `${value}×`,
-    met: value === null || value === undefined ? null : met(value),
-  });
+  // Judged on the value as measured, not as shown: 0.502 shown as 0.5 would read as on the line. Two decimals,
+  // or three where two would put the value on the other side of its line.
+  const ratio = (measure: string, target: string, value: number | null | undefined, met: (v: number) => boolean) => {
+    if (value === null || value === undefined) return { measure, target, measured: 'not measured', met: null };
+    const shown = met(round(value, 2)) === met(value) ? round(value, 2) : round(value, 3);
+    return { measure, target, measured: `${shown}×`, met: met(value) };
+  };
   const machine = (target: string) => temporalRow(1000, target)?.machineCpuUsPerEvent;
   const over = (a: number | null | undefined, b: number | null | undefined) =>
-    a === null || a === undefined || b === null || b === undefined ? null : round(a / b, 2);
+    a === null || a === undefined || b === null || b === undefined ? null : a / b;
   const leanAt = (size: number) => lean?.rows?.find((r) => r.size === size)?.ratio;
   const rows: Ratio[] = [
     ratio(

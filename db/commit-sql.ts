@@ -271,9 +271,10 @@ const IF_CHECKPOINT_MOVED = 'WHERE EXISTS (SELECT 1 FROM checkpoint)';
 
 /**
  * The parts of the fast statement a run may do without. Postgres opens the table and every index of each
- * data-modifying CTE a statement holds, and locks them, whether or not a row reaches it: for a checkpoint of one
- * event that was about a third of the statement's time. A run writes no superseded revision, overwrites no
- * execution and saves no quality notice unless it corrects or carries one, and has no alert without a whale.
+ * data-modifying CTE a statement holds, and locks them, whether or not a row reaches it: a one-event commit took
+ * about 7% less time without the four below (docs/design.md, The commit). A run writes no superseded revision,
+ * overwrites no execution and saves no quality notice unless it corrects or carries one, and has no alert without a
+ * whale.
  */
 export interface FastCommitParts {
   /** an execution the database holds is overwritten (a correction of an entity the run knows) */
@@ -383,7 +384,7 @@ SELECT (SELECT version FROM checkpoint) AS version,
        ${parts.quality ? 'ARRAY(SELECT scope FROM quality)' : `'{}'::text[]`} AS quality_scopes`;
 }
 
-/** Each combination of parts as its own prepared statement, built once: index by fastCommitVariant. */
+/** Each combination of parts as its own prepared statement, built once, at the index fastCommitStatement computes. */
 const FAST_COMMIT_STATEMENTS = Array.from({ length: 16 }, (_, variant) => ({
   name: `whalehunt_commit_fast_${variant}`,
   text: fastCommitSql({

@@ -1,6 +1,6 @@
 // How a content hash is stored: as its digest's bytes (bytea), not as its text. Receipts and quarantine records
 // each keep one, and every streamed event writes a receipt: as text (`v2:` and 64 hex digits, 71 bytes in the
-// commit's array parameter) it was the widest column the commit sends, and Postgres spent about a third more per
+// commit's array parameter) it was the widest column the commit sends, and Postgres spent about two fifths more per
 // receipt row receiving and storing it than it spends on the 33 bytes (migration 0009; docs/design.md, The commit).
 // The code above db/ keeps the text form (protocol/canonical.ts); only this module knows the stored one.
 //   current hash `v2:<hex>`  <->  0x02 followed by the 32 digest bytes

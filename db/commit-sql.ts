@@ -284,6 +284,37 @@ export interface FastCommitParts {
   quality: boolean;
 }
 
+/** The optional parts' CTEs (FastCommitParts), each ending in its comma. */
+const FAST_REVISIONS_CTE = `revisions AS (
+  ${INSERT_REVISIONS}
+  SELECT $1, v."entityId", v.revision, v."eventId", v.position, v.market, v.asset, v.side, v.price, v.size, v.notional,
+         v.wallet, v."txHash"
+    FROM json_to_recordset($26::json) AS v("entityId" text, revision int, "eventId" text, position bigint, market text,
+                                           asset text, side text, price numeric, size numeric, notional numeric,
+                                           wallet text, "txHash" text)
+   ${IF_CHECKPOINT_MOVED}
+),
+`;
+const FAST_OUTBOX_CTE = `outboxed AS (
+  -- keyed by the eventId, which has no receipt yet: no action of it was ever written
+  ${INSERT_OUTBOX}
+  SELECT $1, o."idempotencyKey", o."eventId", o.action, o.payload, ${outboxStatus('o."suppressedReason"')},
+         o."suppressedReason"
+    FROM json_to_recordset($28::json) AS o("idempotencyKey" text, "eventId" text, action text, payload jsonb,
+                                           "suppressedReason" text)
+   ${IF_CHECKPOINT_MOVED}
+),
+`;
+const FAST_QUALITY_CTE = `quality AS (
+  ${INSERT_QUALITY}
+  SELECT $1, n.scope, n.state, n.position, n."asOf"
+    FROM json_to_recordset($29::json) AS n(scope text, state text, position bigint, "asOf" bigint)
+   ${IF_CHECKPOINT_MOVED}
+  ${ON_QUALITY_SCOPE}
+  RETURNING scope
+),
+`;
+
 // The fast path's statement (commit-fast.ts says why its proof holds). $1 consumer, $2 lease epoch, $3 version,
 // $4 version increment, $5 every position of the run must be above the saved one, $6 generation, $7 the first plan
 // is a rebind, $8-$12 receipts, $13-$25 executions (arrays: Postgres reads a thousand-row array several times
@@ -293,6 +324,7 @@ export interface FastCommitParts {
 // entity the run does not know with an execution, fails its plain INSERT on the primary key
 // (FAST_PATH_PROOF_CONSTRAINTS), which aborts the whole statement: nothing is written.
 function fastCommitSql(parts: FastCommitParts): string {
+  const optional = (included: boolean, cte: string) => (included ? cte : '');
   // Every parameter needs a type even where its part is left out: a plain SELECT that nothing reads gives it one,
   // and Postgres does not run it.
   const leftOut = [
@@ -300,6 +332,7 @@ function fastCommitSql(parts: FastCommitParts): string {
     ...(parts.outbox ? [] : ['$28::json']),
     ...(parts.quality ? [] : ['$29::json']),
   ];
+  const leftOutCte = leftOut.length > 0 ? `left_out AS (SELECT ${leftOut.join(', ')}),\n` : '';
   return `
 WITH clash AS (
   -- most consumers have no quarantine record at all: one probe of the consumer's key range spares one per event.
@@ -324,57 +357,14 @@ receipts AS (
   SELECT $1, * FROM ${receiptRows(8)}
    ${IF_CHECKPOINT_MOVED}
 ),
-${executionWriteCtes(13, 42, IF_CHECKPOINT_MOVED, parts.updates)}${
-    parts.revisions
-      ? `revisions AS (
-  ${INSERT_REVISIONS}
-  SELECT $1, v."entityId", v.revision, v."eventId", v.position, v.market, v.asset, v.side, v.price, v.size, v.notional,
-         v.wallet, v."txHash"
-    FROM json_to_recordset($26::json) AS v("entityId" text, revision int, "eventId" text, position bigint, market text,
-                                           asset text, side text, price numeric, size numeric, notional numeric,
-                                           wallet text, "txHash" text)
-   ${IF_CHECKPOINT_MOVED}
-),
-`
-      : ''
-  }volumes AS (
+${executionWriteCtes(13, 42, IF_CHECKPOINT_MOVED, parts.updates)}${optional(parts.revisions, FAST_REVISIONS_CTE)}volumes AS (
   ${ADD_MARKET_VOLUMES}
   SELECT $1, m.market, m.volume, m.count
     FROM json_to_recordset($27::json) AS m(market text, volume numeric, count int)
    ${IF_CHECKPOINT_MOVED}
   ${ON_MARKET_VOLUME}
 ),
-${
-  parts.outbox
-    ? `outboxed AS (
-  -- keyed by the eventId, which has no receipt yet: no action of it was ever written
-  ${INSERT_OUTBOX}
-  SELECT $1, o."idempotencyKey", o."eventId", o.action, o.payload, ${outboxStatus('o."suppressedReason"')},
-         o."suppressedReason"
-    FROM json_to_recordset($28::json) AS o("idempotencyKey" text, "eventId" text, action text, payload jsonb,
-                                           "suppressedReason" text)
-   ${IF_CHECKPOINT_MOVED}
-),
-`
-    : ''
-}${
-    parts.quality
-      ? `quality AS (
-  ${INSERT_QUALITY}
-  SELECT $1, n.scope, n.state, n.position, n."asOf"
-    FROM json_to_recordset($29::json) AS n(scope text, state text, position bigint, "asOf" bigint)
-   ${IF_CHECKPOINT_MOVED}
-  ${ON_QUALITY_SCOPE}
-  RETURNING scope
-),
-`
-      : ''
-  }${
-    leftOut.length > 0
-      ? `left_out AS (SELECT ${leftOut.join(', ')}),
-`
-      : ''
-  }binding AS (
+${optional(parts.outbox, FAST_OUTBOX_CTE)}${optional(parts.quality, FAST_QUALITY_CTE)}${leftOutCte}binding AS (
   ${INSERT_BINDING}
   SELECT ${bindingValues(30)}
    ${IF_CHECKPOINT_MOVED}
@@ -384,21 +374,24 @@ SELECT (SELECT version FROM checkpoint) AS version,
        ${parts.quality ? 'ARRAY(SELECT scope FROM quality)' : `'{}'::text[]`} AS quality_scopes`;
 }
 
+/** The optional parts in the order of their bits in a variant's index. */
+const OPTIONAL_PARTS = ['updates', 'revisions', 'outbox', 'quality'] as const;
+
+/** The parts of the variant at `variant`: bit k set includes OPTIONAL_PARTS[k]. */
+function partsOf(variant: number): FastCommitParts {
+  const has = (part: keyof FastCommitParts) => (variant & (1 << OPTIONAL_PARTS.indexOf(part))) !== 0;
+  return { updates: has('updates'), revisions: has('revisions'), outbox: has('outbox'), quality: has('quality') };
+}
+
 /** Each combination of parts as its own prepared statement, built once, at the index fastCommitStatement computes. */
-const FAST_COMMIT_STATEMENTS = Array.from({ length: 16 }, (_, variant) => ({
+const FAST_COMMIT_STATEMENTS = Array.from({ length: 1 << OPTIONAL_PARTS.length }, (_, variant) => ({
   name: `whalehunt_commit_fast_${variant}`,
-  text: fastCommitSql({
-    updates: (variant & 1) !== 0,
-    revisions: (variant & 2) !== 0,
-    outbox: (variant & 4) !== 0,
-    quality: (variant & 8) !== 0,
-  }),
+  text: fastCommitSql(partsOf(variant)),
 }));
 
 /** The fast statement that carries `parts` and no more: its prepared statement's name and text. */
 export function fastCommitStatement(parts: FastCommitParts): { name: string; text: string } {
-  const variant =
-    (parts.updates ? 1 : 0) | (parts.revisions ? 2 : 0) | (parts.outbox ? 4 : 0) | (parts.quality ? 8 : 0);
+  const variant = OPTIONAL_PARTS.reduce((bits, part, bit) => (parts[part] ? bits | (1 << bit) : bits), 0);
   return FAST_COMMIT_STATEMENTS[variant]!;
 }
 

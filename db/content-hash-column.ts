@@ -35,13 +35,14 @@ const nativeHexWrite = (
   Buffer.prototype as unknown as { hexWrite: (this: Buffer, hex: string, offset: number, length: number) => number }
 ).hexWrite;
 
-/** `hash` in its stored form at `offset` (storedLength(hash) bytes). */
-function writeStored(buffer: Buffer, offset: number, hash: string): void {
+/** `hash` (of a length storedLength accepted) in its stored form at `offset`; the bytes written. */
+function writeStored(buffer: Buffer, offset: number, hash: string): number {
   const current = hash.length !== DIGEST_HEX;
   if (current) buffer[offset] = CURRENT_TAG;
   const digest = current ? hash.slice(PREFIX) : hash;
   if (nativeHexWrite.call(buffer, digest, offset + (current ? 1 : 0), DIGEST_BYTES) !== DIGEST_BYTES)
     throw new ContentHashFormatError(`not a content hash (its digest is not 64 hex digits): "${hash}"`);
+  return current ? 1 + DIGEST_BYTES : DIGEST_BYTES;
 }
 
 /** The hashes as a `bytea[]` parameter in their stored form. */

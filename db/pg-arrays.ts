@@ -144,13 +144,14 @@ function writeTextElements(buffer: Buffer, values: readonly (string | null)[], a
 }
 
 /**
- * A `bytea[]` parameter in the binary format, no NULLs: element i is `byteLength(i)` bytes that `write` puts at
- * `offset`. The caller writes its elements straight into the array, not into a Buffer of their own each.
+ * A `bytea[]` parameter in the binary format, no NULLs: element i is `byteLength(i)` bytes, which `write` puts at
+ * `offset` and counts in its answer. The caller writes its elements straight into the array, not into a Buffer of
+ * their own each.
  */
 export function binaryByteaArray(
   count: number,
   byteLength: (index: number) => number,
-  write: (buffer: Buffer, offset: number, index: number) => void,
+  write: (buffer: Buffer, offset: number, index: number) => number,
 ): Buffer {
   if (count === 0) return emptyArray(BYTEA_OID);
   let total = HEADER_BYTES;
@@ -159,9 +160,8 @@ export function binaryByteaArray(
   writeHeader(buffer, count, false, BYTEA_OID);
   let offset = HEADER_BYTES;
   for (let i = 0; i < count; i++) {
-    const bytes = byteLength(i);
+    const bytes = write(buffer, offset + 4, i);
     int32At(buffer, offset, bytes);
-    write(buffer, offset + 4, i);
     offset += 4 + bytes;
   }
   return buffer;

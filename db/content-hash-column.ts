@@ -6,7 +6,7 @@
 //   current hash `v2:<hex>`  <->  0x02 followed by the 32 digest bytes
 //   legacy hash  `<hex>`     <->  the 32 digest bytes alone
 import { CONTENT_IDENTITY_PREFIX } from '../protocol/canonical.js';
-import { binaryByteaArray } from './pg-arrays.js';
+import { binaryByteaArray, hexWrite, joinedHexByteaArray } from './pg-arrays.js';
 
 const DIGEST_BYTES = 32;
 const DIGEST_HEX = 2 * DIGEST_BYTES;
@@ -27,31 +27,34 @@ function storedLength(hash: string): number {
   throw new ContentHashFormatError(`not a content hash (v2:<64 hex digits> or 64 hex digits): "${hash}"`);
 }
 
-/**
- * Buffer.prototype.hexWrite: the native hex decoder behind Buffer.write, without that method's argument parsing (as
- * pg-arrays.ts uses utf8Write). It stops at the first pair that is not hex and returns the bytes written.
- */
-const nativeHexWrite = (
-  Buffer.prototype as unknown as { hexWrite: (this: Buffer, hex: string, offset: number, length: number) => number }
-).hexWrite;
-
 /** `hash` (of a length storedLength accepted) in its stored form at `offset`; the bytes written. */
 function writeStored(buffer: Buffer, offset: number, hash: string): number {
   const current = hash.length !== DIGEST_HEX;
   if (current) buffer[offset] = CURRENT_TAG;
   const digest = current ? hash.slice(PREFIX) : hash;
-  if (nativeHexWrite.call(buffer, digest, offset + (current ? 1 : 0), DIGEST_BYTES) !== DIGEST_BYTES)
+  if (hexWrite(buffer, digest, offset + (current ? 1 : 0), DIGEST_BYTES) !== DIGEST_BYTES)
     throw new ContentHashFormatError(`not a content hash (its digest is not 64 hex digits): "${hash}"`);
   return current ? 1 + DIGEST_BYTES : DIGEST_BYTES;
 }
 
 /** The hashes as a `bytea[]` parameter in their stored form. */
 export function contentHashArray(hashes: readonly string[]): Buffer {
-  return binaryByteaArray(
-    hashes.length,
-    (i) => storedLength(hashes[i]!),
-    (buffer, offset, i) => writeStored(buffer, offset, hashes[i]!),
+  return (
+    joinedHexByteaArray(hashes.length, 1 + DIGEST_BYTES, CURRENT_TAG_HEX, (i) => currentDigest(hashes[i]!)) ??
+    // A legacy hash in the array, or something that is no hash (named here)
+    binaryByteaArray(
+      hashes.length,
+      (i) => storedLength(hashes[i]!),
+      (buffer, offset, i) => writeStored(buffer, offset, hashes[i]!),
+    )
   );
+}
+
+const CURRENT_TAG_HEX = CURRENT_TAG.toString(16).padStart(2, '0');
+
+/** The digest's hex of a current hash; null for any other string (joinedHexByteaArray checks that it is hex). */
+function currentDigest(hash: string): string | null {
+  return hash.length === PREFIX + DIGEST_HEX && hash.startsWith(CONTENT_IDENTITY_PREFIX) ? hash.slice(PREFIX) : null;
 }
 
 /** A stored content hash read back (pg returns bytea as a Buffer) in the text form the code compares. */

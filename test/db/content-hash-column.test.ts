@@ -32,10 +32,25 @@ describe('content hashes stored as bytes', () => {
     );
   });
 
+  it('writes an array of current hashes alone (decoded in one piece) exactly as one hash at a time', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(digestHex, { minLength: 1, maxLength: 40 }), async (digests) => {
+        const hashes = digests.map((hex) => CONTENT_IDENTITY_PREFIX + hex);
+        const { rows } = await db.pool.query<{ stored: Buffer }>(
+          'SELECT stored FROM unnest($1::bytea[]) WITH ORDINALITY AS h(stored, n) ORDER BY n',
+          [contentHashArray(hashes)],
+        );
+        expect(rows.map((r) => r.stored.toString('hex'))).toEqual(digests.map((hex) => `02${hex}`));
+      }),
+      { numRuns: 100 },
+    );
+  });
+
   it('refuses what is not a content hash, naming it, before anything is sent', () => {
     const hex = 'ab'.repeat(32);
     for (const bad of ['', 'v2:', `v2:${hex}0`, `v3:${hex}`, `v2:${hex.slice(2)}zz`, `sha256:${hex}`]) {
       expect(() => contentHashArray([`v2:${hex}`, bad])).toThrow(ContentHashFormatError);
+      expect(() => contentHashArray([bad, `v2:${hex}`])).toThrow(ContentHashFormatError);
     }
     expect(() => contentHashArray(['nope'])).toThrow(
       'not a content hash (v2:<64 hex digits> or 64 hex digits): "nope"',

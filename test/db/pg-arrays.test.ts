@@ -66,6 +66,21 @@ describe('binary array parameters', () => {
     }
   });
 
+  it('writes arrays of short ASCII strings, the joined form, exactly, up to and past its length limit', async () => {
+    // binaryTextArray writes such an array in one piece, each element's length as four ASCII characters; any
+    // element of 128 characters or more, any NULL or any character outside ASCII sends it back element by element.
+    const ascii = fc.string({ unit: fc.integer({ min: 1, max: 0x7f }).map((c) => String.fromCharCode(c)) });
+    const atTheLimit = fc.constantFrom('a'.repeat(126), 'b'.repeat(127), 'c'.repeat(128), 'd'.repeat(300), 'é', '');
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.oneof(ascii, ascii, atTheLimit), { maxLength: 30 }), async (strings) => {
+        const row = await roundTrip(binaryTextArray(strings), binaryIntArray([]), binaryBigintArray([]));
+        expect(row.lengths).toBe(`${strings.length},0,0`);
+        expect(row.text === null ? [] : JSON.parse(row.text)).toEqual(strings);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
   it('refuses a value its column type cannot carry instead of writing another', () => {
     expect(() => binaryIntArray([2 ** 31])).toThrow(RangeError);
     expect(() => binaryIntArray([1.5])).toThrow(RangeError);

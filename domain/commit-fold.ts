@@ -19,7 +19,7 @@ import {
   type OutboxWrite,
 } from './decide.js';
 import { InvalidPlan } from './errors.js';
-import { addDecimal, formatDecimal, parseDecimal, type Decimal } from '../protocol/decimal.js';
+import { addExact, EXACT_ZERO, formatExact, parseExact, type ExactDecimal } from '../protocol/decimal.js';
 import type { CheckpointPlan, QualityNotice } from '../protocol/types.js';
 
 /** A quality notice as written: the newest per scope over the run, with the position of the checkpoint carrying it. */
@@ -55,7 +55,7 @@ export interface Fold {
 
 export function foldPlans(plans: readonly CheckpointPlan[], read: ExistingRows): Fold {
   const decided = nothingDecided();
-  const deltas = new Map<string, { volume: Decimal; count: number }>();
+  const deltas = new Map<string, { volume: ExactDecimal; count: number }>();
   const notices = new Map<string, FoldedNotice>();
   const out: FoldedWrites = {
     count: 0,
@@ -85,8 +85,8 @@ export function foldPlans(plans: readonly CheckpointPlan[], read: ExistingRows):
     out.revisions.push(...w.revisions);
     out.outbox.push(...w.outbox);
     for (const d of w.marketDeltas) {
-      const entry = deltas.get(d.market) ?? { volume: { units: 0n, scale: 0 }, count: 0 };
-      entry.volume = addDecimal(entry.volume, parseDecimal(d.volume));
+      const entry = deltas.get(d.market) ?? { volume: EXACT_ZERO, count: 0 };
+      entry.volume = addExact(entry.volume, parseExact(d.volume));
       entry.count += d.count;
       deltas.set(d.market, entry);
     }
@@ -107,7 +107,7 @@ export function foldPlans(plans: readonly CheckpointPlan[], read: ExistingRows):
     writes.executions = [...decided.executions.values()];
     // A market some plan touched keeps its row even when the run's deltas cancel out, as one commit at a time would.
     for (const [market, d] of deltas)
-      writes.marketDeltas.push({ market, volume: formatDecimal(d.volume), count: d.count });
+      writes.marketDeltas.push({ market, volume: formatExact(d.volume), count: d.count });
     writes.quality = [...notices.values()];
     return writes;
   }

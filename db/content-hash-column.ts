@@ -12,6 +12,7 @@ const DIGEST_BYTES = 32;
 const DIGEST_HEX = 2 * DIGEST_BYTES;
 /** The stored form's first byte for a current hash; a legacy one has none (its digest is all its bytes). */
 const CURRENT_TAG = 0x02;
+const CURRENT_TAG_HEX = CURRENT_TAG.toString(16).padStart(2, '0');
 const PREFIX = CONTENT_IDENTITY_PREFIX.length;
 
 /** A value that is not a content hash reached the database layer: a defect, never a stream's input. */
@@ -49,8 +50,6 @@ export function contentHashArray(hashes: readonly string[]): Buffer {
     )
   );
 }
-
-const CURRENT_TAG_HEX = CURRENT_TAG.toString(16).padStart(2, '0');
 
 /** The digest's hex of a current hash; null for any other string (joinedHexByteaArray checks that it is hex). */
 function currentDigest(hash: string): string | null {

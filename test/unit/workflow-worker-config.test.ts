@@ -199,7 +199,7 @@ describe('loadConfig', () => {
     ]);
   });
 
-  it('heap growth: 50% by default, a percentage from 10 to 300, off for V8 own; anything else named', () => {
+  it('heap growth: 75% by default, a percentage from 10 to 300, off for V8 own; anything else named', () => {
     expect(loadConfig(valid).heapGrowthPercent).toBe(75);
     expect(loadConfig({ ...valid, HEAP_GROWTH_PERCENT: '100' }).heapGrowthPercent).toBe(100);
     expect(loadConfig({ ...valid, HEAP_GROWTH_PERCENT: ' OFF ' }).heapGrowthPercent).toBeNull();

@@ -21,9 +21,14 @@ export class ContentHashFormatError extends TypeError {
   readonly code = 'content_hash_format' as const;
 }
 
+/** `v2:` and as many characters as a digest's hex (whether they are hex is the decoder's to find). */
+function isCurrentForm(hash: string): boolean {
+  return hash.length === PREFIX + DIGEST_HEX && hash.startsWith(CONTENT_IDENTITY_PREFIX);
+}
+
 /** The stored length of `hash`; throws ContentHashFormatError for a string of neither form's length and prefix. */
 function storedLength(hash: string): number {
-  if (hash.length === PREFIX + DIGEST_HEX && hash.startsWith(CONTENT_IDENTITY_PREFIX)) return 1 + DIGEST_BYTES;
+  if (isCurrentForm(hash)) return 1 + DIGEST_BYTES;
   if (hash.length === DIGEST_HEX) return DIGEST_BYTES;
   throw new ContentHashFormatError(`not a content hash (v2:<64 hex digits> or 64 hex digits): "${hash}"`);
 }
@@ -53,7 +58,7 @@ export function contentHashArray(hashes: readonly string[]): Buffer {
 
 /** The digest's hex of a current hash; null for any other string (joinedHexByteaArray checks that it is hex). */
 function currentDigest(hash: string): string | null {
-  return hash.length === PREFIX + DIGEST_HEX && hash.startsWith(CONTENT_IDENTITY_PREFIX) ? hash.slice(PREFIX) : null;
+  return isCurrentForm(hash) ? hash.slice(PREFIX) : null;
 }
 
 /** A stored content hash read back (pg returns bytea as a Buffer) in the text form the code compares. */

@@ -3,7 +3,7 @@ import { defineConfig } from 'vitest/config';
 
 // Vitest runs projects of one `sequence.groupOrder` side by side on one pool, but every project with file
 // parallelism off (e2e) in a group of its own, after all the others. So the suite's time is the first group's
-// (unit, db, the outage file, topology: two at a time) + the e2e files' serial sum.
+// (unit, db, the outage file, the progress file, topology: two at a time) + the other e2e files' serial sum.
 const e2e = {
   globalSetup: ['test/support/temporal-global-setup.ts'],
   setupFiles: ['test/support/quiet-temporal-runtime.ts'],
@@ -11,10 +11,10 @@ const e2e = {
   hookTimeout: 180_000,
 };
 
-// Five projects: pure logic (no services), real Postgres, the full stack (Temporal dev server, Postgres, the
-// reference stream server), the database outages of the full stack, and the production topology (the Temporal server
-// release on Postgres over mutual TLS, set up by the deploy scripts). `vitest run --project unit` runs the fast part
-// alone.
+// Six projects: pure logic (no services), real Postgres, the full stack (Temporal dev server, Postgres, the
+// reference stream server), two files of the full stack that mostly wait (the database outages, the progress
+// refresh), and the production topology (the Temporal server release on Postgres over mutual TLS, set up by the deploy
+// scripts). `vitest run --project unit` runs the fast part alone.
 export default defineConfig({
   test: {
     pool: 'forks',
@@ -44,9 +44,19 @@ export default defineConfig({
       {
         extends: true,
         test: {
+          // Mostly waiting too (commits slowed on purpose, then a 20 s progress throttle): beside the outage file, on
+          // the slot that unit and db leave free long before the outages end, not in the e2e chain.
+          name: 'progress-refresh',
+          include: ['test/e2e/consumer-progress.test.ts'],
+          ...e2e,
+        },
+      },
+      {
+        extends: true,
+        test: {
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],
-          exclude: ['test/e2e/database-faults.test.ts'],
+          exclude: ['test/e2e/database-faults.test.ts', 'test/e2e/consumer-progress.test.ts'],
           ...e2e,
           // The Temporal dev server and worker processes are heavy on a 2-core machine.
           fileParallelism: false,

@@ -45,8 +45,8 @@ interface Started {
 
 /**
  * The run's one server and bundle: each project's globalSetup runs in this same process, one after the other before
- * any test, so a second project (database-outages) takes the first one's instead of starting its own. The last
- * project to tear down stops it.
+ * any test, so the other projects (database-outages, progress-refresh) take the first one's instead of starting their
+ * own. The last project to tear down stops it.
  */
 const shared = globalThis as typeof globalThis & {
   whalehuntE2eStack?: { started: Promise<Started>; users: number };

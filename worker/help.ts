@@ -14,7 +14,7 @@ Configuration is read from the environment once, at start-up:
   TASK_QUEUE                 task queue the worker polls (default whalehunt-consumer)
   MAX_CONCURRENT_ACTIVITIES  activity slots: consumers this worker streams at once (default 100)
   HEAP_GROWTH_PERCENT        how far the heap grows past its live size between full collections (default 75,
-                             10-300; off: V8's own, up to about 4x: a little less CPU, far more memory)
+                             10-300; off: V8's own, up to about 4x: about a tenth less CPU, far more memory)
 
 Temporal, read as the \`temporal\` CLI reads it (variables over the profile, over the defaults):
   TEMPORAL_ADDRESS           Temporal frontend host:port (default 127.0.0.1:7233)

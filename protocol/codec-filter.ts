@@ -1,6 +1,6 @@
 // The codec's part that workflow code also runs: the subscription filter's shape and its check. It is written
 // without zod on purpose: an operator's rebind request is checked inside the workflow sandbox, and zod in the
-// workflow bundle costs the worker ~16 MiB of resident memory (issue 22; measured at idle, README "Benchmarks").
+// workflow bundle costs the worker ~16 MiB of resident memory (issue 22; measured at idle in d521f8a).
 
 /** What a subscription selects; an empty filter selects everything. */
 export interface StreamFilter {

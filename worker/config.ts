@@ -75,7 +75,8 @@ export class ConfigError extends Error {
 /**
  * A full collection once the heap has grown 75% past what the last one left: the worker's resident set then follows
  * its live heap (staging included) instead of the replay's allocation rate (bench/results/memory.md). At 50 the
- * worker marked its whole heap half again as often, for about 6% more CPU per streamed event (README, Machine CPU).
+ * worker marked its whole heap half again as often, for about 6% more CPU per streamed event (docs/performance.md,
+ * Machine CPU).
  */
 export const DEFAULT_HEAP_GROWTH_PERCENT = 75;
 

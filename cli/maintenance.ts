@@ -33,15 +33,18 @@ export async function runMaintenanceNow(
     ],
   });
   if (!cmd.json) io.out(`maintenance workflow ${workflowId} started on task queue ${session.config.taskQueue}`);
-  // A run waits for a worker of the task queue: say so when none polls, rather than wait in silence.
-  const hint = setTimeout(() => {
+  // A run waits for a worker of the task queue: when none polls it, say so at once rather than wait in silence
+  // (Temporal lists every poller of the last minutes, so an empty list is no worker, not one between two polls), and
+  // again if none polls once the run has waited ANSWER_TIMEOUT_MS (the worker that took it may have gone since).
+  const sayIfNoWorkerPolls = (prefix: string) =>
     void workflowPollers(session).then((pollers) => {
-      if (pollers?.length === 0)
-        io.err(
-          `still waiting: ${noAnswerHint({ taskQueue: session.config.taskQueue, pollers, attempt: null, nowMs: Date.now() })}`,
-        );
+      if (pollers?.length === 0) {
+        const why = noAnswerHint({ taskQueue: session.config.taskQueue, pollers, attempt: null, nowMs: Date.now() });
+        io.err(`${prefix}: ${why}`);
+      }
     });
-  }, ANSWER_TIMEOUT_MS);
+  sayIfNoWorkerPolls('waiting');
+  const hint = setTimeout(() => sayIfNoWorkerPolls('still waiting'), ANSWER_TIMEOUT_MS);
   let report: MaintenanceReport;
   try {
     report = await handle.result();

@@ -438,7 +438,7 @@ describe('maintenance on the real stack', () => {
     const err: string[] = [];
     createInterface({ input: child.stdout }).on('line', (line) => out.push(line));
     createInterface({ input: child.stderr }).on('line', (line) => err.push(line));
-    // Well before the 15 s after which a query gives up: the CLI looks for pollers as soon as the run has started.
+    // Within 10 s, so before the CLI's 15 s re-check: it looks for pollers as soon as the run has started.
     const hint = await waitFor(() => Promise.resolve(err.find((line) => line.startsWith('waiting: '))), {
       description: "the CLI's hint",
       timeoutMs: 10_000,

@@ -182,7 +182,9 @@ export async function withConsumerStack<T>(
             subscriptionId: `sub-${input.consumerId}`,
             filter: {},
             initialStart: 'from_floor',
-            leaseMs: 4_000,
+            // Short leases: the workflow learns a run's committed checkpoint when its lease ends, and the tests wait
+            // on that (status, Current Details); a test that needs a run to outlast something sets its own.
+            leaseMs: 1_000,
             ...input,
             tuning: {
               heartbeatTimeoutMs: 5_000,

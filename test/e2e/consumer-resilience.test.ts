@@ -82,7 +82,8 @@ describe('fencing and continue-as-new', () => {
         }),
       },
       async ({ server, startConsumer }) => {
-        const handle = await startConsumer({ consumerId, tuning: { heartbeatTimeoutMs: 2_000 } });
+        // The lease outlasts the heartbeat timeout: the zombie is timed out and fenced, not ended by its own lease.
+        const handle = await startConsumer({ consumerId, leaseMs: 4_000, tuning: { heartbeatTimeoutMs: 2_000 } });
         await within(
           server.waitForAck((a) => a.consumerId === consumerId && a.position === 4),
           60_000,

@@ -224,9 +224,22 @@ describe('the worker process against a failing database', () => {
       TASK_QUEUE: stack.taskQueue,
       DATABASE_URL: postgres.url,
     };
-    const status = await runCli(cli, 'status', '--consumer', consumerId, '--json');
-    expect(status, status.stderr).toMatchObject({ code: 0 });
-    const report = JSON.parse(status.stdout) as { totals: ConsumerTotals; database: { state: { version: number } } };
+    // The kill may land after the head was committed: the workflow then answers only once a live worker has taken it
+    // over (its sticky queue was the dead worker's), and until then `status` reads the database and the last
+    // heartbeat alone. Asked again until the workflow answers, as an operator would.
+    const { status, report } = await waitFor(
+      async () => {
+        const run = await runCli(cli, 'status', '--consumer', consumerId, '--json');
+        expect(run, run.stderr).toMatchObject({ code: 0 });
+        const parsed = JSON.parse(run.stdout) as {
+          status: unknown;
+          totals: ConsumerTotals;
+          database: { state: { version: number } };
+        };
+        return parsed.status === null ? undefined : { status: run, report: parsed };
+      },
+      { description: 'the workflow to answer `status` after the kill', timeoutMs: 60_000 },
+    );
     expect(report.totals).toMatchObject({ checkpointsCommitted: version, eventsApplied: applied, version });
     // The faulted runs' sessions were counted (a kill -9 loses at most its run's last unreported session).
     expect(report.totals.sessions, status.stdout).toBeGreaterThanOrEqual(sessionsBeforeKill - 1);

@@ -224,9 +224,9 @@ describe('the worker process against a failing database', () => {
       TASK_QUEUE: stack.taskQueue,
       DATABASE_URL: postgres.url,
     };
-    // The kill may land after the head was committed: the workflow then answers only once a live worker has taken it
-    // over (its sticky queue was the dead worker's), and until then `status` reads the database and the last
-    // heartbeat alone. Asked again until the workflow answers, as an operator would.
+    // The kill may land after the head was committed: the workflow then answers only once a live worker picks it up
+    // (the one started after the kill may still be starting), and until then `status` reports the database and the
+    // last heartbeat alone. Asked again until the workflow answers, as an operator would.
     const { status, report } = await waitFor(
       async () => {
         const run = await runCli(cli, 'status', '--consumer', consumerId, '--json');

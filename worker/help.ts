@@ -1,5 +1,10 @@
 // `worker --help`: what the process reads from its environment. Printed before configuration is read, so it
 // works with nothing set.
+import { DEFAULT_SESSION_BOUNDS } from '../db/session-settings.js';
+import { DEFAULT_HEAP_GROWTH_PERCENT } from './config.js';
+
+const { lockTimeoutMs, statementTimeoutMs, idleInTransactionTimeoutMs } = DEFAULT_SESSION_BOUNDS;
+
 export const WORKER_HELP = `whalehunt worker: runs the consumer workflows and activities (and the outbox dispatcher)
 
 Usage: npm run worker [-- --help]
@@ -8,12 +13,12 @@ Configuration is read from the environment once, at start-up:
   DATABASE_URL               postgres:// connection URL (required)
   DATABASE_POOL_SIZE         Postgres connections this process opens at most (default 10)
   DB_LOCK_TIMEOUT_MS, DB_STATEMENT_TIMEOUT_MS, DB_IDLE_IN_TRANSACTION_TIMEOUT_MS
-                             Postgres bounds of every pooled session (default 3000, 8000, 5000)
+                             Postgres bounds of every pooled session (default ${lockTimeoutMs}, ${statementTimeoutMs}, ${idleInTransactionTimeoutMs})
   WHALEHUNT_URL              stream WebSocket URL, ws:// or wss:// (required)
   WHALEHUNT_API_KEY          stream API key (required; never logged)
   TASK_QUEUE                 task queue the worker polls (default whalehunt-consumer)
   MAX_CONCURRENT_ACTIVITIES  activity slots: consumers this worker streams at once (default 100)
-  HEAP_GROWTH_PERCENT        how far the heap grows past its live size between full collections (default 75,
+  HEAP_GROWTH_PERCENT        how far the heap grows past its live size between full collections (default ${DEFAULT_HEAP_GROWTH_PERCENT},
                              10-300; off: V8's own, up to about 4x: about a tenth less CPU, far more memory)
 
 Temporal, read as the \`temporal\` CLI reads it (variables over the profile, over the defaults):
@@ -61,5 +66,6 @@ Maintenance (retention):
   REVISION_RETENTION_DAYS    superseded execution revisions are removed after this many days (default off: kept)
 
 SIGINT/SIGTERM shut down gracefully: leases stop at their next checkpoint boundary.
-Exit codes: 0 stopped, 1 failed, 2 invalid configuration.
+Exit codes: 0 stopped, 1 failed, 2 invalid configuration, 130 a second signal (exit without draining) or a
+signal before the worker started.
 `;

@@ -1,6 +1,7 @@
-// The worker process's own surface: `--help` without any configuration, LOG_FORMAT, METRICS_PORT parsing and the
-// pretty log lines (redacted like the JSON ones).
+// The worker process's own surface: `--help` without any configuration, README's list of its variables, LOG_FORMAT,
+// METRICS_PORT parsing and the pretty log lines (redacted like the JSON ones).
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -45,6 +46,17 @@ describe('worker --help', () => {
     const missing = [...CONFIG_VARIABLES, ...temporal, 'WORKFLOW_BUNDLE_PATH'].filter((name) => !listed.has(name));
     expect(missing).toEqual([]);
     expect(CONFIG_VARIABLES).toEqual(expect.arrayContaining(['DATABASE_POOL_SIZE', 'MAX_CONCURRENT_ACTIVITIES']));
+  });
+});
+
+describe("README's Environment section", () => {
+  it('names every variable the worker reads', () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const start = readme.indexOf('\n## Environment\n');
+    const section = readme.slice(start, readme.indexOf('\n## ', start + 1));
+    expect(start).toBeGreaterThan(0);
+    const named = new Set(section.match(/\b[A-Z][A-Z0-9_]+[A-Z0-9]\b/g));
+    expect(CONFIG_VARIABLES.filter((name) => !named.has(name))).toEqual([]);
   });
 });
 

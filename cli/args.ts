@@ -519,8 +519,8 @@ export function generalHelp(): string {
     '  TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default "default"), TASK_QUEUE, DATABASE_URL (status).',
     "  maintenance runs on a worker of TASK_QUEUE, with that worker's retention settings.",
     '  backfill-status and alerts read the database only: DATABASE_URL.',
-    "  backfill --direct reads the worker's: DATABASE_URL, WHALEHUNT_URL, WHALEHUNT_API_KEY, PAGE_STREAM, PAGE_LIMIT,",
-    '  PAGE_CHUNK_SIZE; backfill without it needs Temporal and a worker (which reads them).',
+    "  backfill --direct reads the worker's variables (npm run worker -- --help): DATABASE_URL, WHALEHUNT_URL,",
+    '  WHALEHUNT_API_KEY, PAGE_* and the rest; backfill without it needs Temporal and a worker (which reads them).',
   ].join('\n');
 }
 

@@ -227,7 +227,7 @@ describe('the worker process against a failing database', () => {
     // The kill may land after the head was committed: the workflow then answers only once a live worker picks it up
     // (the one started after the kill may still be starting), and until then `status` reports the database and the
     // last heartbeat alone. Asked again until the workflow answers, as an operator would.
-    const { status, report } = await waitFor(
+    const { statusRun, report } = await waitFor(
       async () => {
         const run = await runCli(cli, 'status', '--consumer', consumerId, '--json');
         expect(run, run.stderr).toMatchObject({ code: 0 });
@@ -236,13 +236,13 @@ describe('the worker process against a failing database', () => {
           totals: ConsumerTotals;
           database: { state: { version: number } };
         };
-        return parsed.status === null ? undefined : { status: run, report: parsed };
+        return parsed.status === null ? undefined : { statusRun: run, report: parsed };
       },
       { description: 'the workflow to answer `status` after the kill', timeoutMs: 60_000 },
     );
     expect(report.totals).toMatchObject({ checkpointsCommitted: version, eventsApplied: applied, version });
     // The faulted runs' sessions were counted (a kill -9 loses at most its run's last unreported session).
-    expect(report.totals.sessions, status.stdout).toBeGreaterThanOrEqual(sessionsBeforeKill - 1);
+    expect(report.totals.sessions, statusRun.stdout).toBeGreaterThanOrEqual(sessionsBeforeKill - 1);
     expect(report.totals.sessions).toBeLessThanOrEqual(
       stack.server.connections.filter((c) => c.consumerId === consumerId).length,
     );

@@ -9,6 +9,9 @@ import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../../worker/config.j
 import { JsonLogger } from '../../worker/logger.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+/** The environment variable names a text mentions. */
+const variablesNamedIn = (text: string) => new Set(text.match(/\b[A-Z][A-Z0-9_]+[A-Z0-9]\b/g));
+
 const base = {
   DATABASE_URL: 'postgres://u@127.0.0.1/db',
   WHALEHUNT_URL: 'ws://127.0.0.1:1/stream',
@@ -42,7 +45,7 @@ describe('worker --help', () => {
       'TEMPORAL_PROFILE',
       'TEMPORAL_CONFIG_FILE',
     ];
-    const listed = new Set(run.stdout.match(/\b[A-Z][A-Z0-9_]+[A-Z0-9]\b/g));
+    const listed = variablesNamedIn(run.stdout);
     const missing = [...CONFIG_VARIABLES, ...temporal, 'WORKFLOW_BUNDLE_PATH'].filter((name) => !listed.has(name));
     expect(missing).toEqual([]);
     expect(CONFIG_VARIABLES).toEqual(expect.arrayContaining(['DATABASE_POOL_SIZE', 'MAX_CONCURRENT_ACTIVITIES']));
@@ -53,9 +56,8 @@ describe("README's Environment section", () => {
   it('names every variable the worker reads', () => {
     const readme = readFileSync(join(root, 'README.md'), 'utf8');
     const start = readme.indexOf('\n## Environment\n');
-    const section = readme.slice(start, readme.indexOf('\n## ', start + 1));
     expect(start).toBeGreaterThan(0);
-    const named = new Set(section.match(/\b[A-Z][A-Z0-9_]+[A-Z0-9]\b/g));
+    const named = variablesNamedIn(readme.slice(start, readme.indexOf('\n## ', start + 1)));
     expect(CONFIG_VARIABLES.filter((name) => !named.has(name))).toEqual([]);
   });
 });

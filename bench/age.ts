@@ -34,8 +34,8 @@ import {
 const STAGES = (process.env.BENCH_AGE_SIZES ?? '0,10000000,50000000').split(',').map(Number);
 /** Rows per loading statement: a few seconds each, so that progress shows. */
 const CHUNK = Number(process.env.BENCH_AGE_CHUNK ?? 2_000_000);
-/** Samples per checkpoint size (after WARMUP): enough for a p99 that is not simply the maximum at 1 and 100. */
-const COMMIT_ITERATIONS: Record<number, number> = { 1: 400, 100: 200, 1_000: 100 };
+/** Samples per checkpoint size (after WARMUP): enough for a p99 that is not simply the maximum. */
+const COMMIT_ITERATIONS: Record<number, number> = { 1: 400, 100: 200, 1_000: 200 };
 const WARMUP = 5;
 /**
  * Status reads, after the commits rather than among them: a read that scans the consumer's executions would evict
@@ -229,9 +229,31 @@ interface Stage {
   /** auto_explain's NOTICEs of one more commit of each size (plans with ANALYZE and BUFFERS) */
   commitPlans: Record<string, string[]>;
   stream: StreamFigures;
+  /** the same measures on the empty database measured beside this stage's, in the same seconds */
+  anchor: { commit: Record<string, LatencySeries>; status: LatencySeries; stream: StreamFigures };
   tables: TableSize[];
   indexes: IndexSize[];
   machine: MachineState;
+}
+
+/**
+ * The anchor of a stage: a scratch database migrated by this tree with nothing loaded, the aged consumer's
+ * checkpoint row in it; dropped after the stage.
+ */
+async function withAnchor<T>(fn: (anchor: Subject) => Promise<T>): Promise<T> {
+  return withScratchDatabase('whalehunt_bench_age_anchor', async (url) => {
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    const pool = createPool(url, { max: 2 });
+    try {
+      await migrate(pool);
+      await acquireLease(pool, AGED);
+      return await fn({ url, admin, pool, nextPlan: commitPlans(), position: COMMIT_BASE });
+    } finally {
+      await pool.end();
+      await admin.end();
+    }
+  });
 }
 
 /** The journal the stream replays, renumbered above everything loaded; its event and entity ids, to forget them. */
@@ -275,11 +297,7 @@ export async function runAgeBench(ctx: BenchContext): Promise<void> {
               WHERE name IN ('shared_buffers', 'effective_cache_size', 'work_mem', 'max_wal_size', 'server_version')`,
           );
           const stages: Stage[] = [];
-          const nextPlan = freshCheckpoints(AGED, {
-            after: COMMIT_BASE,
-            eventId: (serial) => eventIdOf(COMMIT_SEED, serial),
-          });
-          let position = COMMIT_BASE;
+          const aged: Subject = { url, admin, pool, nextPlan: commitPlans(), position: COMMIT_BASE };
           let loaded = 0;
           for (const size of STAGES) {
             console.log(`stage ${size} receipts: loading ${size - loaded}`);
@@ -287,28 +305,34 @@ export async function runAgeBench(ctx: BenchContext): Promise<void> {
             loaded = size;
             // Before the measurement adds its own rows (and the replays their deleted ones): the history alone.
             const { tables, indexes, receipts, agedReceipts } = await diskUsage(admin);
-            const measured = await measureCommitsAndStatus(url, admin, pool, nextPlan, position);
-            position = measured.position;
-            const stream = await measureStream(admin, url, sim.url, cut, ids);
-            const stage: Stage = {
-              loaded: size,
-              receipts,
-              agedReceipts,
-              loadSeconds,
-              commit: measured.commit,
-              status: measured.status,
-              buffers: measured.buffers,
-              commitPlans: measured.commitPlans,
-              stream,
-              tables,
-              indexes,
-              machine: machineState(),
-            };
+            const stage = await withAnchor(async (anchor) => {
+              const measured = await measureCommitsAndStatus(aged, anchor);
+              const [stream, anchorStream] = await measureStreams([aged, anchor], sim.url, cut, ids);
+              return {
+                loaded: size,
+                receipts,
+                agedReceipts,
+                loadSeconds,
+                commit: measured.aged.commit,
+                status: measured.aged.status,
+                buffers: measured.buffers,
+                commitPlans: measured.commitPlans,
+                stream: stream!,
+                anchor: { commit: measured.anchor.commit, status: measured.anchor.status, stream: anchorStream! },
+                tables,
+                indexes,
+                machine: machineState(),
+              };
+            });
             stages.push(stage);
+            const p99s = (commit: Record<string, LatencySeries>) =>
+              Object.entries(commit)
+                .map(([n, series]) => `${n}:${series.p99Ms}`)
+                .join(' ');
             console.log(
-              `stage ${size}: commit p99 ${Object.entries(stage.commit)
-                .map(([n, s]) => `${n}:${s.p99Ms}`)
-                .join(' ')} ms, status p99 ${stage.status.p99Ms} ms, stream ${stream.eventsPerSecond} ev/s`,
+              `stage ${size}: commit p99 ${p99s(stage.commit)} ms (anchor ${p99s(stage.anchor.commit)}), status p99 ` +
+                `${stage.status.p99Ms} ms (anchor ${stage.anchor.status.p99Ms}), stream ${stage.stream.eventsPerSecond} ` +
+                `ev/s (anchor ${stage.anchor.stream.eventsPerSecond})`,
             );
           }
           writeAgeResults(ctx, stages, settings.rows, start, cut - STREAM_SHIFT);
@@ -346,51 +370,78 @@ async function blockCounts(admin: pg.Client): Promise<Map<string, { read: number
 }
 
 /**
- * The aged consumer's checkpoint as its last commit left it at `position`, then commits of 1, 100 and 1,000
- * events interleaved (each size while it has samples left, the order alternating), then the status reads.
+ * A database the consumer `aged` commits to, is read by `status` from and replays into: the aged one, or the empty
+ * anchor measured beside it at every stage. `position`: where its last commit left the checkpoint.
  */
-async function measureCommitsAndStatus(
-  url: string,
-  admin: pg.Client,
-  pool: pg.Pool,
-  nextPlan: ReturnType<typeof freshCheckpoints>,
-  position: number,
-): Promise<{
+interface Subject {
+  url: string;
+  admin: pg.Client;
+  pool: pg.Pool;
+  nextPlan: ReturnType<typeof freshCheckpoints>;
+  position: number;
+}
+
+/** What one subject's commits and status reads took at a stage, and where its commits left the checkpoint. */
+interface Measured {
   commit: Record<string, LatencySeries>;
   status: LatencySeries;
-  buffers: BlockDelta[];
-  commitPlans: Record<string, string[]>;
   position: number;
-}> {
-  await admin.query(
-    `UPDATE checkpoints SET position = $2, token = $3, generation = 1, cut_position = $2, cut_reached = true,
-            pending_start = NULL WHERE consumer_id = $1`,
-    [AGED, position, `tok:1:${position}`],
-  );
-  const lease = await acquireLease(pool, AGED);
-  let fence = { leaseEpoch: lease.leaseEpoch, version: lease.version };
-  const buffersBefore = await blockCounts(admin);
+}
+
+/** The commits' checkpoints: positions above everything loaded, event ids nobody else's. */
+function commitPlans(): ReturnType<typeof freshCheckpoints> {
+  return freshCheckpoints(AGED, { after: COMMIT_BASE, eventId: (serial) => eventIdOf(COMMIT_SEED, serial) });
+}
+
+/**
+ * Commits of 1, 100 and 1,000 events by the aged consumer, interleaved (each size while it has samples left, the
+ * order alternating), each sample taken on the aged database and on the anchor one after the other (which first,
+ * alternating too), then the status reads the same way: the anchor's figures are taken in the same seconds as the
+ * aged one's, so a machine that slows down for a while slows both. Block counts and plans are the aged database's.
+ */
+async function measureCommitsAndStatus(
+  aged: Subject,
+  anchor: Subject,
+): Promise<{ aged: Measured; anchor: Measured; buffers: BlockDelta[]; commitPlans: Record<string, string[]> }> {
+  const subjects = [aged, anchor];
+  const fences: { leaseEpoch: number; version: number }[] = [];
+  for (const subject of subjects) {
+    await subject.admin.query(
+      `UPDATE checkpoints SET position = $2, token = $3, generation = 1, cut_position = $2, cut_reached = true,
+              pending_start = NULL WHERE consumer_id = $1`,
+      [AGED, subject.position, `tok:1:${subject.position}`],
+    );
+    const lease = await acquireLease(subject.pool, AGED);
+    fences.push({ leaseEpoch: lease.leaseEpoch, version: lease.version });
+  }
+  const commit = async (index: number, size: number, pool = subjects[index]!.pool): Promise<number> => {
+    const subject = subjects[index]!;
+    const plan = subject.nextPlan(size, fences[index]!);
+    const t = performance.now();
+    const result = await commitCheckpoint(pool, plan);
+    const ms = performance.now() - t;
+    if (result.kind !== 'committed') throw new Error(`age bench commit did not commit: ${JSON.stringify(result)}`);
+    fences[index] = { leaseEpoch: fences[index]!.leaseEpoch, version: result.version };
+    subject.position = plan.checkpoint.position;
+    return ms;
+  };
+  const buffersBefore = await blockCounts(aged.admin);
   const sizes = Object.keys(COMMIT_ITERATIONS).map(Number);
-  const series = new Map<number, number[]>(sizes.map((s) => [s, []]));
-  const status: number[] = [];
+  const series = subjects.map(() => new Map<number, number[]>(sizes.map((s) => [s, []])));
   const rounds = WARMUP + Math.max(...Object.values(COMMIT_ITERATIONS));
-  let last = position;
+  let turn = 0;
   for (let i = 0; i < rounds; i++) {
     for (const size of i % 2 === 0 ? sizes : [...sizes].reverse()) {
       if (i >= WARMUP + COMMIT_ITERATIONS[size]!) continue;
-      const plan = nextPlan(size, fence);
-      const t = performance.now();
-      const result = await commitCheckpoint(pool, plan);
-      const ms = performance.now() - t;
-      if (result.kind !== 'committed') throw new Error(`age bench commit did not commit: ${JSON.stringify(result)}`);
-      fence = { leaseEpoch: fence.leaseEpoch, version: result.version };
-      last = plan.checkpoint.position;
-      if (i >= WARMUP) series.get(size)!.push(ms);
+      for (const index of turn++ % 2 === 0 ? [0, 1] : [1, 0]) {
+        const ms = await commit(index, size);
+        if (i >= WARMUP) series[index]!.get(size)!.push(ms);
+      }
     }
   }
   // Block counts reach pg_statio when a backend flushes its statistics (at most once a second): the last second of
   // the commits may be missing.
-  const buffersAfter = await blockCounts(admin);
+  const buffersAfter = await blockCounts(aged.admin);
   const committedEvents = sizes.reduce((a, size) => a + size * (WARMUP + COMMIT_ITERATIONS[size]!), 0);
   const buffers = [...buffersAfter]
     .map(([relation, after]) => {
@@ -405,11 +456,11 @@ async function measureCommitsAndStatus(
     }))
     .sort((a, b) => b.read + b.hit - (a.read + a.hit));
 
-  // A checkpoint of each size once more, on a connection with auto_explain at NOTICE level: the plans of the
-  // commit statements as the commit runs them, with ANALYZE and BUFFERS.
-  const explaining = createPool(url, { max: 1 });
+  // A checkpoint of each size once more on the aged database, on a connection with auto_explain at NOTICE level:
+  // the plans of the commit statements as the commit runs them, with ANALYZE and BUFFERS.
+  const explaining = createPool(aged.url, { max: 1 });
   const notices: string[] = [];
-  const commitPlans: Record<string, string[]> = {};
+  const plans: Record<string, string[]> = {};
   try {
     // Its one connection, set up before the commits check it out.
     const client = await explaining.connect();
@@ -418,72 +469,77 @@ async function measureCommitsAndStatus(
     client.release();
     for (const size of sizes) {
       notices.length = 0;
-      const plan = nextPlan(size, fence);
-      const result = await commitCheckpoint(explaining, plan);
-      if (result.kind !== 'committed') throw new Error(`age bench commit did not commit: ${JSON.stringify(result)}`);
-      fence = { leaseEpoch: fence.leaseEpoch, version: result.version };
-      last = plan.checkpoint.position;
-      commitPlans[String(size)] = [...notices];
+      await commit(0, size, explaining);
+      plans[String(size)] = [...notices];
     }
   } finally {
     await explaining.end();
   }
 
+  const status = subjects.map((): number[] => []);
   const began = performance.now();
   for (let i = 0; i < STATUS_WARMUP + STATUS_SAMPLES; i++) {
-    if (status.length >= STATUS_MIN_SAMPLES && performance.now() - began > STATUS_BUDGET_MS) break;
-    const t = performance.now();
-    if (!(await consumerSummary(pool, AGED))) throw new Error('status found no consumer');
-    await retentionView(pool);
-    if (i >= STATUS_WARMUP) status.push(performance.now() - t);
+    if (status[0]!.length >= STATUS_MIN_SAMPLES && performance.now() - began > STATUS_BUDGET_MS) break;
+    for (const index of i % 2 === 0 ? [0, 1] : [1, 0]) {
+      const { pool } = subjects[index]!;
+      const t = performance.now();
+      if (!(await consumerSummary(pool, AGED))) throw new Error('status found no consumer');
+      await retentionView(pool);
+      if (i >= STATUS_WARMUP) status[index]!.push(performance.now() - t);
+    }
   }
-  return {
-    commit: Object.fromEntries(sizes.map((s) => [String(s), latency(series.get(s)!)])),
-    status: latency(status),
-    buffers,
-    commitPlans,
-    position: last,
-  };
+  const measured = (index: number): Measured => ({
+    commit: Object.fromEntries(sizes.map((s) => [String(s), latency(series[index]!.get(s)!)])),
+    status: latency(status[index]!),
+    position: subjects[index]!.position,
+  });
+  return { aged: measured(0), anchor: measured(1), buffers, commitPlans: plans };
 }
 
 /**
- * STREAM_ROUNDS replays of the journal by the aged consumer, each an operator's from_floor (recorded in its
- * checkpoint, as `resolve-gap --decision from_floor` records it) after the previous replay's rows are forgotten:
- * every round applies the same new events on top of the same history.
+ * STREAM_ROUNDS replays of the journal by the aged consumer into each subject, the subjects taking turns (which
+ * first, alternating), each an operator's from_floor (recorded in its checkpoint, as `resolve-gap --decision
+ * from_floor` records it) after the previous replay's rows are forgotten: every round applies the same new events on
+ * top of the same history.
  */
-async function measureStream(
-  admin: pg.Client,
-  databaseUrl: string,
+async function measureStreams(
+  subjects: readonly Subject[],
   simUrl: string,
   cut: number,
   ids: { eventIds: string[]; entityIds: string[] },
-): Promise<StreamFigures> {
-  const runs: StreamRunResult[] = [];
+): Promise<StreamFigures[]> {
+  const runs = subjects.map((): StreamRunResult[] => []);
   for (let r = 0; r < STREAM_ROUNDS; r++) {
-    await forgetStream(admin, ids);
-    await admin.query(`UPDATE checkpoints SET pending_start = 'from_floor' WHERE consumer_id = $1`, [AGED]);
-    runs.push(
-      await runBenchProcess<StreamRunResult>('stream-run.ts', 'age stream run', {
-        BENCH_URL: simUrl,
-        BENCH_CUT: String(cut),
-        BENCH_CONSUMER: AGED,
-        BENCH_TARGET_ROOT: ROOT,
-        BENCH_RUN_MODE: 'timed',
-        BENCH_DATABASE_URL: databaseUrl,
-      }),
-    );
+    for (const index of r % 2 === 0 ? [0, 1] : [1, 0]) {
+      const { admin, url } = subjects[index]!;
+      await forgetStream(admin, ids);
+      await admin.query(`UPDATE checkpoints SET pending_start = 'from_floor' WHERE consumer_id = $1`, [AGED]);
+      runs[index]!.push(
+        await runBenchProcess<StreamRunResult>('stream-run.ts', 'age stream run', {
+          BENCH_URL: simUrl,
+          BENCH_CUT: String(cut),
+          BENCH_CONSUMER: AGED,
+          BENCH_TARGET_ROOT: ROOT,
+          BENCH_RUN_MODE: 'timed',
+          BENCH_DATABASE_URL: url,
+        }),
+      );
+    }
   }
-  const events = runs[0]!.events;
-  if (runs.some((r) => r.events !== events)) throw new Error('stream runs disagree on the event count');
-  const commits = runs.flatMap((r) => r.commitMs).sort((a, b) => a - b);
-  return {
-    runs: runs.length,
-    events,
-    eventsPerSecond: Math.round(median(runs.map((r) => r.events / (r.wallMs / 1000)))),
-    wallMs: Math.round(median(runs.map((r) => r.wallMs))),
-    commitP50Ms: round(percentile(commits, 50), 2),
-    commitP99Ms: round(percentile(commits, 99), 2),
-  };
+  const events = runs[0]![0]!.events;
+  if (runs.some((of) => of.some((r) => r.events !== events)))
+    throw new Error('stream runs disagree on the event count');
+  return runs.map((of) => {
+    const commits = of.flatMap((r) => r.commitMs).sort((a, b) => a - b);
+    return {
+      runs: of.length,
+      events,
+      eventsPerSecond: Math.round(median(of.map((r) => r.events / (r.wallMs / 1000)))),
+      wallMs: Math.round(median(of.map((r) => r.wallMs))),
+      commitP50Ms: round(percentile(commits, 50), 2),
+      commitP99Ms: round(percentile(commits, 99), 2),
+    };
+  });
 }
 
 /** Deletes what a replay of the journal wrote for the aged consumer, by its keys (the indexes find them). */
@@ -537,6 +593,41 @@ async function diskUsage(
 
 const mb = (bytes: number) => round(bytes / 2 ** 20);
 
+type Ratios = {
+  loaded: number;
+  commitP99: Record<string, number>;
+  commitP50: Record<string, number>;
+  streamThroughput: number;
+  statusP99: number;
+  statusP50: number;
+  bytesPerEvent: number | null;
+};
+
+/** The ratios of each stage to an empty database's figures, one row per stage. */
+function ratioTable(ratios: Ratios[]): string[] {
+  const sizes = Object.keys(COMMIT_ITERATIONS);
+  return table(
+    [
+      'history loaded',
+      ...sizes.map((n) => `commit p99 ×, ${n} ev`),
+      ...sizes.map((n) => `commit p50 ×, ${n} ev`),
+      'e2e throughput empty / this',
+      'status p99 ×',
+      'status p50 ×',
+      'bytes on disk / receipt',
+    ],
+    ratios.map((r) => [
+      r.loaded.toLocaleString('en-US'),
+      ...sizes.map((n) => r.commitP99[n]!),
+      ...sizes.map((n) => r.commitP50[n]!),
+      r.streamThroughput,
+      r.statusP99,
+      r.statusP50,
+      r.bytesPerEvent ?? '–',
+    ]),
+  );
+}
+
 /** An auto_explain NOTICE without its query text: the duration, then the plan from its top node. */
 function planLines(notice: string): string[] {
   const lines = notice.split('\n');
@@ -552,27 +643,31 @@ function writeAgeResults(
   streamTransitions: number,
 ): void {
   const end = machineState();
-  const empty = stages[0]!;
   const ratio = (a: number, b: number) => round(a / b, 2);
   const targets = { commitP99: 1.25, streamThroughput: 1.25 };
-  const ratios = stages.slice(1).map((s) => ({
-    loaded: s.loaded,
-    commitP99: Object.fromEntries(
-      Object.entries(s.commit).map(([n, series]) => [n, ratio(series.p99Ms, empty.commit[n]!.p99Ms)]),
-    ),
-    commitP50: Object.fromEntries(
-      Object.entries(s.commit).map(([n, series]) => [n, ratio(series.p50Ms, empty.commit[n]!.p50Ms)]),
-    ),
-    streamThroughput: ratio(empty.stream.eventsPerSecond, s.stream.eventsPerSecond),
-    statusP99: ratio(s.status.p99Ms, empty.status.p99Ms),
-    statusP50: ratio(s.status.p50Ms, empty.status.p50Ms),
-    bytesPerEvent: round(s.tables.reduce((a, t) => a + t.totalBytes, 0) / s.receipts),
-  }));
+  // Each stage against an empty database: its anchor, measured in the same seconds (the targets' figures), and the
+  // empty stage, measured before any loading (what a run without anchors could compare with).
+  const ratiosTo = (empty: (s: Stage) => Pick<Stage, 'commit' | 'status' | 'stream'>, from: Stage[]) =>
+    from.map((s) => ({
+      loaded: s.loaded,
+      commitP99: Object.fromEntries(
+        Object.entries(s.commit).map(([n, series]) => [n, ratio(series.p99Ms, empty(s).commit[n]!.p99Ms)]),
+      ),
+      commitP50: Object.fromEntries(
+        Object.entries(s.commit).map(([n, series]) => [n, ratio(series.p50Ms, empty(s).commit[n]!.p50Ms)]),
+      ),
+      streamThroughput: ratio(empty(s).stream.eventsPerSecond, s.stream.eventsPerSecond),
+      statusP99: ratio(s.status.p99Ms, empty(s).status.p99Ms),
+      statusP50: ratio(s.status.p50Ms, empty(s).status.p50Ms),
+      bytesPerEvent: s.receipts === 0 ? null : round(s.tables.reduce((a, t) => a + t.totalBytes, 0) / s.receipts),
+    }));
+  const ratios = ratiosTo((s) => s.anchor, stages);
+  const ratiosToEmptyStage = ratiosTo(() => stages[0]!, stages.slice(1));
   const setting = (name: string) => {
     const row = settings.find((s) => s.name === name);
     return row ? `${row.setting}${row.unit ? ` × ${row.unit}` : ''}` : 'unknown';
   };
-  const sizes = Object.keys(empty.commit);
+  const sizes = Object.keys(stages[0]!.commit);
   const json = {
     bench: 'age',
     tree: ctx.after.commit,
@@ -582,6 +677,7 @@ function writeAgeResults(
     targets,
     streamJournal: { seed: SEED, transitions: streamTransitions, checkpointEvery: CHECKPOINT_EVERY },
     ratios,
+    ratiosToEmptyStage,
     stages,
   };
   const cpu = end.cpuModel;
@@ -593,30 +689,18 @@ function writeAgeResults(
     `effective_cache_size ${setting('effective_cache_size')}; ${end.memoryGb} GB of RAM, the rest the OS page cache. Tree ${ctx.after.commit}.`,
     '',
     'One scratch database, migrated by this tree, grows stage by stage; each stage loads its history in SQL with every',
-    'index in place, runs VACUUM ANALYZE and a CHECKPOINT, then measures the consumer that has aged. Ratios are',
-    `against the empty stage of the same run. Targets: commit p99 at the largest stage / empty <= ${targets.commitP99},`,
-    `e2e throughput empty / largest <= ${targets.streamThroughput}.`,
+    'index in place, runs VACUUM ANALYZE and a CHECKPOINT, then measures the consumer that has aged. Beside it, each',
+    'stage measures an anchor: a fresh database with nothing loaded, sample for sample in the same seconds (the two',
+    'taking turns), so that a machine slowing down for a while slows both. Ratios are against the anchor; the row at',
+    '0 loaded compares two empty databases, the noise to read the others with. Targets: commit p99 at the largest',
+    `stage / its anchor <= ${targets.commitP99}, e2e throughput anchor / largest stage <= ${targets.streamThroughput}.`,
     '',
-    ...table(
-      [
-        'history loaded',
-        ...sizes.map((n) => `commit p99 ×, ${n} ev`),
-        ...sizes.map((n) => `commit p50 ×, ${n} ev`),
-        'e2e throughput empty / this',
-        'status p99 ×',
-        'status p50 ×',
-        'bytes on disk / receipt',
-      ],
-      ratios.map((r) => [
-        r.loaded.toLocaleString('en-US'),
-        ...sizes.map((n) => r.commitP99[n]!),
-        ...sizes.map((n) => r.commitP50[n]!),
-        r.streamThroughput,
-        r.statusP99,
-        r.statusP50,
-        r.bytesPerEvent,
-      ]),
-    ),
+    ...ratioTable(ratios),
+    '',
+    'Against the empty stage instead (measured before anything was loaded, minutes to an hour earlier: the machine',
+    'may have changed in between):',
+    '',
+    ...ratioTable(ratiosToEmptyStage),
     '',
     '## What each stage holds',
     '',
@@ -630,15 +714,16 @@ function writeAgeResults(
     '## How each stage is measured',
     '',
     `- commit: commitCheckpoint of ${sizes.join(', ')} new events per checkpoint by \`${AGED}\`, resuming its saved`,
-    `  checkpoint (${Object.values(COMMIT_ITERATIONS).join(', ')} samples after ${WARMUP} unmeasured, the sizes interleaved), every`,
-    '  tenth event a whale (bench/fixtures.ts freshCheckpoints).',
+    `  checkpoint (${Object.values(COMMIT_ITERATIONS).join(', ')} samples after ${WARMUP} unmeasured, the sizes interleaved, each sample`,
+    '  taken on the aged database and on the anchor one after the other, which first alternating), every tenth event',
+    '  a whale (bench/fixtures.ts freshCheckpoints).',
     `- status: consumerSummary of \`${AGED}\` and retentionView (what \`status\` reads from the database, cli/consumers.ts), ${STATUS_SAMPLES} calls after ${STATUS_WARMUP}`,
     `  unmeasured (fewer once they have taken ${STATUS_BUDGET_MS / 1000} s: samples per stage ${stages.map((s) => s.status.samples).join(', ')}), after the`,
-    '  commits (a status read among them would evict their pages).',
+    "  commits (a status read among them would evict their pages), taking turns with the anchor's.",
     `- e2e: consumeStream (bench/stream-run.ts, a process of its own) replays the reference server's journal (seed ${SEED},`,
     `  ${streamTransitions.toLocaleString('en-US')} transitions, checkpoint every ${CHECKPOINT_EVERY}, renumbered above every loaded position) as \`${AGED}\` after an`,
-    `  operator's from_floor decision, ${STREAM_ROUNDS} runs per stage, the previous replay's rows deleted before each: events/s`,
-    '  is the median run, from the first connection to the cut committed.',
+    `  operator's from_floor decision, ${STREAM_ROUNDS} runs per stage and as many on the anchor (taking turns), the previous`,
+    "  replay's rows deleted before each: events/s is the median run, from the first connection to the cut committed.",
     '- bytes: pg_total_relation_size (heap, TOAST and indexes) and pg_indexes_size of each table over the receipts of',
     "  every consumer, after the stage's VACUUM ANALYZE and before its measurement.",
     '',
@@ -668,6 +753,29 @@ function writeAgeResults(
         s.stream.commitP50Ms,
         s.stream.commitP99Ms,
         s.machine.loadavg.join(' '),
+      ]),
+    ),
+    '',
+    "Each stage's anchor (an empty database, measured beside it):",
+    '',
+    ...table(
+      [
+        'stage',
+        ...sizes.flatMap((n) => [`commit ${n} p50 ms`, `p99 ms`]),
+        'status p50 ms',
+        'p99 ms',
+        'e2e events/s',
+        'e2e commit p50 ms',
+        'p99 ms',
+      ],
+      stages.map(({ loaded, anchor }) => [
+        loaded.toLocaleString('en-US'),
+        ...sizes.flatMap((n) => [anchor.commit[n]!.p50Ms, anchor.commit[n]!.p99Ms]),
+        anchor.status.p50Ms,
+        anchor.status.p99Ms,
+        anchor.stream.eventsPerSecond,
+        anchor.stream.commitP50Ms,
+        anchor.stream.commitP99Ms,
       ]),
     ),
     '',

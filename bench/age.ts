@@ -603,6 +603,26 @@ type Ratios = {
   bytesPerEvent: number | null;
 };
 
+/** The absolute figures of a stage or of its anchor, in the order of FIGURE_HEADERS. */
+const FIGURE_HEADERS = [
+  ...Object.keys(COMMIT_ITERATIONS).flatMap((n) => [`commit ${n} p50 ms`, 'p99 ms']),
+  'status p50 ms',
+  'p99 ms',
+  'e2e events/s',
+  'e2e commit p50 ms',
+  'p99 ms',
+];
+function figureCells({ commit, status, stream }: Pick<Stage, 'commit' | 'status' | 'stream'>): number[] {
+  return [
+    ...Object.keys(COMMIT_ITERATIONS).flatMap((n) => [commit[n]!.p50Ms, commit[n]!.p99Ms]),
+    status.p50Ms,
+    status.p99Ms,
+    stream.eventsPerSecond,
+    stream.commitP50Ms,
+    stream.commitP99Ms,
+  ];
+}
+
 /** The ratios of each stage to an empty database's figures, one row per stage. */
 function ratioTable(ratios: Ratios[]): string[] {
   const sizes = Object.keys(COMMIT_ITERATIONS);
@@ -730,28 +750,12 @@ function writeAgeResults(
     `## Absolute figures (${cpu})`,
     '',
     ...table(
-      [
-        'history loaded',
-        'receipts',
-        'load s',
-        ...sizes.flatMap((n) => [`commit ${n} p50 ms`, `p99 ms`]),
-        'status p50 ms',
-        'p99 ms',
-        'e2e events/s',
-        'e2e commit p50 ms',
-        'p99 ms',
-        'load avg at end',
-      ],
+      ['history loaded', 'receipts', 'load s', ...FIGURE_HEADERS, 'load avg at end'],
       stages.map((s) => [
         s.loaded.toLocaleString('en-US'),
         s.receipts.toLocaleString('en-US'),
         s.loadSeconds,
-        ...sizes.flatMap((n) => [s.commit[n]!.p50Ms, s.commit[n]!.p99Ms]),
-        s.status.p50Ms,
-        s.status.p99Ms,
-        s.stream.eventsPerSecond,
-        s.stream.commitP50Ms,
-        s.stream.commitP99Ms,
+        ...figureCells(s),
         s.machine.loadavg.join(' '),
       ]),
     ),
@@ -759,24 +763,8 @@ function writeAgeResults(
     "Each stage's anchor (an empty database, measured beside it):",
     '',
     ...table(
-      [
-        'stage',
-        ...sizes.flatMap((n) => [`commit ${n} p50 ms`, `p99 ms`]),
-        'status p50 ms',
-        'p99 ms',
-        'e2e events/s',
-        'e2e commit p50 ms',
-        'p99 ms',
-      ],
-      stages.map(({ loaded, anchor }) => [
-        loaded.toLocaleString('en-US'),
-        ...sizes.flatMap((n) => [anchor.commit[n]!.p50Ms, anchor.commit[n]!.p99Ms]),
-        anchor.status.p50Ms,
-        anchor.status.p99Ms,
-        anchor.stream.eventsPerSecond,
-        anchor.stream.commitP50Ms,
-        anchor.stream.commitP99Ms,
-      ]),
+      ['stage', ...FIGURE_HEADERS],
+      stages.map((s) => [s.loaded.toLocaleString('en-US'), ...figureCells(s.anchor)]),
     ),
     '',
     '## Bytes on disk per receipt',

@@ -381,11 +381,10 @@ interface Subject {
   position: number;
 }
 
-/** What one subject's commits and status reads took at a stage, and where its commits left the checkpoint. */
+/** What one subject's commits and status reads took at a stage. */
 interface Measured {
   commit: Record<string, LatencySeries>;
   status: LatencySeries;
-  position: number;
 }
 
 /** The commits' checkpoints: positions above everything loaded, event ids nobody else's. */
@@ -491,7 +490,6 @@ async function measureCommitsAndStatus(
   const measured = (index: number): Measured => ({
     commit: Object.fromEntries(sizes.map((s) => [String(s), latency(series[index]!.get(s)!)])),
     status: latency(status[index]!),
-    position: subjects[index]!.position,
   });
   return { aged: measured(0), anchor: measured(1), buffers, commitPlans: plans };
 }

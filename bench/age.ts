@@ -237,17 +237,18 @@ interface Stage {
 }
 
 /**
- * The anchor of a stage: a scratch database migrated by this tree with nothing loaded, the aged consumer's
- * checkpoint row in it; dropped after the stage.
+ * A scratch database migrated by this tree, with a checkpoint row for each of `consumers`, as a subject whose commits
+ * start above everything the history loads; dropped afterwards. The aged database is one, and so is each stage's
+ * anchor (the aged consumer's row alone, nothing loaded).
  */
-async function withAnchor<T>(fn: (anchor: Subject) => Promise<T>): Promise<T> {
-  return withScratchDatabase('whalehunt_bench_age_anchor', async (url) => {
+async function withSubject<T>(prefix: string, consumers: string[], fn: (subject: Subject) => Promise<T>): Promise<T> {
+  return withScratchDatabase(prefix, async (url) => {
     const admin = new pg.Client({ connectionString: url });
     await admin.connect();
     const pool = createPool(url, { max: 2 });
     try {
       await migrate(pool);
-      await acquireLease(pool, AGED);
+      for (const id of consumers) await acquireLease(pool, id);
       return await fn({ url, admin, pool, nextPlan: commitPlans(), position: COMMIT_BASE });
     } finally {
       await pool.end();
@@ -283,63 +284,53 @@ export async function runAgeBench(ctx: BenchContext): Promise<void> {
     const sim = await startSimulator({ transitions: TRANSITIONS, checkpointEvery: CHECKPOINT_EVERY, journalFile });
     try {
       const cut = await probeHead(sim.url);
-      await withScratchDatabase('whalehunt_bench_age', async (url) => {
-        const admin = new pg.Client({ connectionString: url });
-        await admin.connect();
-        const pool = createPool(url, { max: 2 });
-        try {
-          await migrate(pool);
-          await admin.query(LOADER_HELPER);
-          for (const id of [AGED, ...Array.from({ length: OTHERS }, (_, k) => `other-${k}`)])
-            await acquireLease(pool, id);
-          const settings = await admin.query<{ name: string; setting: string; unit: string | null }>(
-            `SELECT name, setting, unit FROM pg_settings
+      const consumers = [AGED, ...Array.from({ length: OTHERS }, (_, k) => `other-${k}`)];
+      await withSubject('whalehunt_bench_age', consumers, async (aged) => {
+        const { admin } = aged;
+        await admin.query(LOADER_HELPER);
+        const settings = await admin.query<{ name: string; setting: string; unit: string | null }>(
+          `SELECT name, setting, unit FROM pg_settings
               WHERE name IN ('shared_buffers', 'effective_cache_size', 'work_mem', 'max_wal_size', 'server_version')`,
+        );
+        const stages: Stage[] = [];
+        let loaded = 0;
+        for (const size of STAGES) {
+          console.log(`stage ${size} receipts: loading ${size - loaded}`);
+          const loadSeconds = size > loaded ? await loadHistory(admin, loaded, size) : 0;
+          loaded = size;
+          // Before the measurement adds its own rows (and the replays their deleted ones): the history alone.
+          const { tables, indexes, receipts, agedReceipts } = await diskUsage(admin);
+          const stage = await withSubject('whalehunt_bench_age_anchor', [AGED], async (anchor) => {
+            const measured = await measureCommitsAndStatus(aged, anchor);
+            const [stream, anchorStream] = await measureStreams([aged, anchor], sim.url, cut, ids);
+            return {
+              loaded: size,
+              receipts,
+              agedReceipts,
+              loadSeconds,
+              commit: measured.aged.commit,
+              status: measured.aged.status,
+              buffers: measured.buffers,
+              commitPlans: measured.commitPlans,
+              stream: stream!,
+              anchor: { commit: measured.anchor.commit, status: measured.anchor.status, stream: anchorStream! },
+              tables,
+              indexes,
+              machine: machineState(),
+            };
+          });
+          stages.push(stage);
+          const p99s = (commit: Record<string, LatencySeries>) =>
+            Object.entries(commit)
+              .map(([n, series]) => `${n}:${series.p99Ms}`)
+              .join(' ');
+          console.log(
+            `stage ${size}: commit p99 ${p99s(stage.commit)} ms (anchor ${p99s(stage.anchor.commit)}), status p99 ` +
+              `${stage.status.p99Ms} ms (anchor ${stage.anchor.status.p99Ms}), stream ${stage.stream.eventsPerSecond} ` +
+              `ev/s (anchor ${stage.anchor.stream.eventsPerSecond})`,
           );
-          const stages: Stage[] = [];
-          const aged: Subject = { url, admin, pool, nextPlan: commitPlans(), position: COMMIT_BASE };
-          let loaded = 0;
-          for (const size of STAGES) {
-            console.log(`stage ${size} receipts: loading ${size - loaded}`);
-            const loadSeconds = size > loaded ? await loadHistory(admin, loaded, size) : 0;
-            loaded = size;
-            // Before the measurement adds its own rows (and the replays their deleted ones): the history alone.
-            const { tables, indexes, receipts, agedReceipts } = await diskUsage(admin);
-            const stage = await withAnchor(async (anchor) => {
-              const measured = await measureCommitsAndStatus(aged, anchor);
-              const [stream, anchorStream] = await measureStreams([aged, anchor], sim.url, cut, ids);
-              return {
-                loaded: size,
-                receipts,
-                agedReceipts,
-                loadSeconds,
-                commit: measured.aged.commit,
-                status: measured.aged.status,
-                buffers: measured.buffers,
-                commitPlans: measured.commitPlans,
-                stream: stream!,
-                anchor: { commit: measured.anchor.commit, status: measured.anchor.status, stream: anchorStream! },
-                tables,
-                indexes,
-                machine: machineState(),
-              };
-            });
-            stages.push(stage);
-            const p99s = (commit: Record<string, LatencySeries>) =>
-              Object.entries(commit)
-                .map(([n, series]) => `${n}:${series.p99Ms}`)
-                .join(' ');
-            console.log(
-              `stage ${size}: commit p99 ${p99s(stage.commit)} ms (anchor ${p99s(stage.anchor.commit)}), status p99 ` +
-                `${stage.status.p99Ms} ms (anchor ${stage.anchor.status.p99Ms}), stream ${stage.stream.eventsPerSecond} ` +
-                `ev/s (anchor ${stage.anchor.stream.eventsPerSecond})`,
-            );
-          }
-          writeAgeResults(ctx, stages, settings.rows, start, cut - STREAM_SHIFT);
-        } finally {
-          await pool.end();
-          await admin.end();
         }
+        writeAgeResults(ctx, stages, settings.rows, start, cut - STREAM_SHIFT);
       });
     } finally {
       await stopSimulator(sim);

@@ -265,6 +265,7 @@ class StreamRun {
         signal: this.ctx.signal,
         committedState: () => this.#state,
         recordCommit: (plan, committed) => this.#recordCommit(plan, committed),
+        heartbeat: () => this.#heartbeat(),
         outcome: (stop) => this.#outcome(stop),
       },
       { session, fence: this.#fence, epoch, returnsRebound: start.returnsRebound },
@@ -317,7 +318,6 @@ class StreamRun {
     counters.eventsApplied += committed.applied;
     counters.duplicates += committed.duplicates;
     counters.lastCommitAt = new Date().toISOString();
-    this.#heartbeat();
   }
 
   #heartbeat(): void {

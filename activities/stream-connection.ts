@@ -5,6 +5,7 @@
 // Commits are pipelined (docs/protocol.md §5): frames of the next checkpoints are received, validated and staged while
 // one commits; checkpoints that complete meanwhile wait, and the next commit covers all of them (group commit).
 // ACKs follow each commit in checkpoint order; a commit that fails discards everything waiting behind it.
+import type { Socket } from 'node:net';
 import WebSocket from 'ws';
 import { decodeServerFrame, encodeClientFrame, WireError, type ClientFrameBody } from '../protocol/codec.js';
 import { ServerStaleGeneration, type Session, type SessionAction, type SessionStop } from '../protocol/session.js';
@@ -53,6 +54,8 @@ export interface ConnectionRun {
   readonly signal: AbortSignal;
   committedState(): CommittedState;
   recordCommit(plan: CheckpointPlan, committed: CommitResult): void;
+  /** Reports the run's progress (after a run of commits and their ACKs). */
+  heartbeat(): void;
   outcome(stop: OutcomeStop): ConsumeOutcome;
 }
 
@@ -378,41 +381,58 @@ export class StreamConnection {
       return this.#end(handleCommitFailure(error, plans[0]!, this.run, this.deps.log));
     }
     const commitEnd = performance.now();
-    for (const [index, committed] of outcomes.entries()) {
-      const plan = plans[index]!;
-      if (committed.kind !== 'committed')
-        return this.#end(handleCommitRefusal(committed, plan, this.run, this.deps.log));
-      const { position: before, version: versionBefore } = this.run.committedState();
-      // A checkpoint the database already held commits without a write: nothing for the counters.
-      if (committed.version > versionBefore) {
-        this.deps.metrics?.checkpointCommitted(
-          this.run.consumerId,
-          'stream',
-          { position: plan.checkpoint.position, version: committed.version },
-          committed,
-          (commitEnd - commitStart) / 1000,
-        );
-      }
-      if (before === null || plan.checkpoint.position > before) this.#progressed = true;
-      this.run.recordCommit(plan, committed);
-      await hooks?.afterCommit?.(plan.checkpoint.position);
-      // The version moves even when no ACK may be sent, so the next plan fences correctly.
-      const ack = session.committed(plan, committed);
-      if (this.#isActive() && !this.run.signal.aborted) {
-        for (const action of ack) {
-          if (action.type === 'send' && this.#send(action.frame)) {
-            this.run.counters.acksSent += 1;
-            this.deps.metrics?.ackSent(this.run.consumerId, (performance.now() - commitEnd) / 1000);
+    // The run's ACKs leave in one write, not a system call each; a test hook sees its ACK on the wire first.
+    const acks = holdWrites(this.#ws);
+    let recorded = 0;
+    try {
+      for (const [index, committed] of outcomes.entries()) {
+        const plan = plans[index]!;
+        if (committed.kind !== 'committed')
+          return this.#end(handleCommitRefusal(committed, plan, this.run, this.deps.log));
+        const { position: before, version: versionBefore } = this.run.committedState();
+        // A checkpoint the database already held commits without a write: nothing for the counters.
+        if (committed.version > versionBefore) {
+          this.deps.metrics?.checkpointCommitted(
+            this.run.consumerId,
+            'stream',
+            { position: plan.checkpoint.position, version: committed.version },
+            committed,
+            (commitEnd - commitStart) / 1000,
+          );
+        }
+        if (before === null || plan.checkpoint.position > before) this.#progressed = true;
+        this.run.recordCommit(plan, committed);
+        recorded += 1;
+        if (hooks?.afterCommit) {
+          acks.flush();
+          await hooks.afterCommit(plan.checkpoint.position);
+        }
+        // The version moves even when no ACK may be sent, so the next plan fences correctly.
+        const ack = session.committed(plan, committed);
+        if (this.#isActive() && !this.run.signal.aborted) {
+          for (const action of ack) {
+            if (action.type === 'send' && this.#send(action.frame)) {
+              this.run.counters.acksSent += 1;
+              this.deps.metrics?.ackSent(this.run.consumerId, (performance.now() - commitEnd) / 1000);
+            }
+          }
+          if (hooks?.afterAck) {
+            acks.flush();
+            await hooks.afterAck(plan.checkpoint.position);
           }
         }
-        await hooks?.afterAck?.(plan.checkpoint.position);
+        if (returnsRebound) {
+          return this.#end({
+            kind: 'outcome',
+            outcome: this.run.outcome({ kind: 'rebound', generation: plan.checkpoint.generation }),
+          });
+        }
       }
-      if (returnsRebound) {
-        return this.#end({
-          kind: 'outcome',
-          outcome: this.run.outcome({ kind: 'rebound', generation: plan.checkpoint.generation }),
-        });
-      }
+    } finally {
+      acks.release();
+      // One heartbeat for the run's checkpoints: the SDK sends the latest details at most once per interval anyway,
+      // and encoding them for each of a catching-up run's many small checkpoints cost more than their ACKs.
+      if (recorded > 0) this.run.heartbeat();
     }
   }
 
@@ -540,6 +560,29 @@ export function handleCommitFailure(
   }
   // Storage failures (connection lost, …): Temporal retries the activity from the committed state.
   return { kind: 'throw', error: error instanceof Error ? error : new Error(String(error)) };
+}
+
+/** Writes held on a socket: `flush` sends what is held and holds again, `release` sends it and stops holding. */
+interface HeldWrites {
+  flush(): void;
+  release(): void;
+}
+
+/**
+ * Holds the socket's writes so that several frames leave in one system call. ws writes each frame as it is sent and
+ * has no API for this; its socket (`_socket`, a net.Socket) does: cork nests with the one ws takes around a frame.
+ */
+function holdWrites(ws: WebSocket): HeldWrites {
+  const socket = (ws as unknown as { _socket?: Socket | null })._socket;
+  if (!socket || socket.destroyed) return { flush: () => undefined, release: () => undefined };
+  socket.cork();
+  return {
+    flush: () => {
+      socket.uncork();
+      socket.cork();
+    },
+    release: () => socket.uncork(),
+  };
 }
 
 /** ws enforces a hard cap; frames between maxFrameBytes and the cap reach the codec, which names them. */

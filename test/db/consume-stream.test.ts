@@ -455,6 +455,43 @@ describe('consumeStream stops and failures', () => {
     expect(s.rejectedAcks).toEqual([]);
   });
 
+  it('without test hooks, a group commit ACKs each of its checkpoints once, in order, only after it committed', async () => {
+    const s = await server({ journal: journal(60), checkpointEvery: 2 });
+    const { run, calls, arm } = heldRun(s, 'c-burst', 5);
+    await run.consume({ mode: 'from_floor', filter: everything });
+    // Only the staging hook stays: the ACKs of a run are then held and written together (no hook to flush for).
+    run.deps.hooks = { afterStage: run.deps.hooks!.afterStage! };
+    const commitsReturned = new Set<number>();
+    const { commitCheckpoints: commit } = run.deps.store;
+    run.deps.store = {
+      ...run.deps.store,
+      async commitCheckpoints(plans, recent) {
+        const outcomes = await commit(plans, recent);
+        for (const plan of plans) commitsReturned.add(plan.checkpoint.position);
+        return outcomes;
+      },
+    };
+    const ackedBeforeCommit: number[] = [];
+    const onAck = (ack: { consumerId: string; position: number }) => {
+      if (ack.consumerId === 'c-burst' && !commitsReturned.has(ack.position)) ackedBeforeCommit.push(ack.position);
+    };
+    s.events.on('ack', onAck);
+    arm();
+    try {
+      expect((await resumeToHead(run, s, 'c-burst')).kind).toBe('cancelled');
+    } finally {
+      s.events.off('ack', onAck);
+    }
+
+    expect(calls[1]!.length).toBeGreaterThanOrEqual(2);
+    const resumed = acksOf(s, 'c-burst').slice(1);
+    expect(resumed).toEqual(calls.flat());
+    expect(resumed.at(-1)).toBe(s.journal.head);
+    expect(ackedBeforeCommit).toEqual([]);
+    expect(s.rejectedAcks).toEqual([]);
+    expect(run.heartbeats.at(-1)).toMatchObject({ position: s.journal.head });
+  });
+
   it('holds at most twice the staging bound uncommitted while the commits lag behind the frames', async () => {
     const s = await server({ journal: journal(200) });
     const maxEvents = 30;

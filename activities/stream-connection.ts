@@ -404,8 +404,9 @@ export class StreamConnection {
         this.run.recordCommit(plan, committed);
         recorded += 1;
         if (hooks?.afterCommit) {
-          acks.flush();
+          acks.release();
           await hooks.afterCommit(plan.checkpoint.position);
+          acks.hold();
         }
         // The version moves even when no ACK may be sent, so the next plan fences correctly.
         const ack = session.committed(plan, committed);
@@ -417,8 +418,9 @@ export class StreamConnection {
             }
           }
           if (hooks?.afterAck) {
-            acks.flush();
+            acks.release();
             await hooks.afterAck(plan.checkpoint.position);
+            acks.hold();
           }
         }
         if (returnsRebound) {
@@ -562,27 +564,34 @@ export function handleCommitFailure(
   return { kind: 'throw', error: error instanceof Error ? error : new Error(String(error)) };
 }
 
-/** Writes held on a socket: `flush` sends what is held and holds again, `release` sends it and stops holding. */
+/** A socket's writes held: `release` sends what is held and stops holding, `hold` holds again. */
 interface HeldWrites {
-  flush(): void;
+  hold(): void;
   release(): void;
 }
 
 /**
  * Holds the socket's writes so that several frames leave in one system call. ws writes each frame as it is sent and
  * has no API for this; its socket (`_socket`, a net.Socket) does: cork nests with the one ws takes around a frame.
+ * Holding starts at once; never hold across an await (a pong or a close frame would wait too).
  */
 function holdWrites(ws: WebSocket): HeldWrites {
   const socket = (ws as unknown as { _socket?: Socket | null })._socket;
-  if (!socket || socket.destroyed) return { flush: () => undefined, release: () => undefined };
-  socket.cork();
-  return {
-    flush: () => {
-      socket.uncork();
+  let held = false;
+  const writes: HeldWrites = {
+    hold: () => {
+      if (held || !socket || socket.destroyed) return;
       socket.cork();
+      held = true;
     },
-    release: () => socket.uncork(),
+    release: () => {
+      if (!held) return;
+      held = false;
+      socket!.uncork();
+    },
   };
+  writes.hold();
+  return writes;
 }
 
 /** ws enforces a hard cap; frames between maxFrameBytes and the cap reach the codec, which names them. */

@@ -403,11 +403,7 @@ export class StreamConnection {
         if (before === null || plan.checkpoint.position > before) this.#progressed = true;
         this.run.recordCommit(plan, committed);
         recorded += 1;
-        if (hooks?.afterCommit) {
-          acks.release();
-          await hooks.afterCommit(plan.checkpoint.position);
-          acks.hold();
-        }
+        if (hooks?.afterCommit) await acks.released(() => hooks.afterCommit?.(plan.checkpoint.position));
         // The version moves even when no ACK may be sent, so the next plan fences correctly.
         const ack = session.committed(plan, committed);
         if (this.#isActive() && !this.run.signal.aborted) {
@@ -417,11 +413,7 @@ export class StreamConnection {
               this.deps.metrics?.ackSent(this.run.consumerId, (performance.now() - commitEnd) / 1000);
             }
           }
-          if (hooks?.afterAck) {
-            acks.release();
-            await hooks.afterAck(plan.checkpoint.position);
-            acks.hold();
-          }
+          if (hooks?.afterAck) await acks.released(() => hooks.afterAck?.(plan.checkpoint.position));
         }
         if (returnsRebound) {
           return this.#end({
@@ -564,34 +556,39 @@ export function handleCommitFailure(
   return { kind: 'throw', error: error instanceof Error ? error : new Error(String(error)) };
 }
 
-/** A socket's writes held: `release` sends what is held and stops holding, `hold` holds again. */
+/** A socket's writes held until `release`; `released` runs an awaited step with them sent and not held. */
 interface HeldWrites {
-  hold(): void;
+  released(step: () => void | Promise<void>): Promise<void>;
   release(): void;
 }
 
 /**
  * Holds the socket's writes so that several frames leave in one system call. ws writes each frame as it is sent and
  * has no API for this; its socket (`_socket`, a net.Socket) does: cork nests with the one ws takes around a frame.
- * Holding starts at once; never hold across an await (a pong or a close frame would wait too).
+ * Never held across an await (a pong or a close frame would wait too): an awaited step goes through `released`.
  */
 function holdWrites(ws: WebSocket): HeldWrites {
   const socket = (ws as unknown as { _socket?: Socket | null })._socket;
   let held = false;
-  const writes: HeldWrites = {
-    hold: () => {
-      if (held || !socket || socket.destroyed) return;
-      socket.cork();
-      held = true;
-    },
-    release: () => {
-      if (!held) return;
-      held = false;
-      socket!.uncork();
+  const hold = () => {
+    if (held || !socket || socket.destroyed) return;
+    socket.cork();
+    held = true;
+  };
+  const release = () => {
+    if (!held) return;
+    held = false;
+    socket!.uncork();
+  };
+  hold();
+  return {
+    release,
+    async released(step) {
+      release();
+      await step();
+      hold();
     },
   };
-  writes.hold();
-  return writes;
 }
 
 /** ws enforces a hard cap; frames between maxFrameBytes and the cap reach the codec, which names them. */

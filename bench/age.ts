@@ -379,6 +379,11 @@ interface Measured {
 }
 
 /** The commits' checkpoints: positions above everything loaded, event ids nobody else's. */
+/** The subjects (0 aged, 1 anchor) in the order they take their `turn`: which goes first alternates. */
+function turnOrder(turn: number): readonly [number, number] {
+  return turn % 2 === 0 ? [0, 1] : [1, 0];
+}
+
 function commitPlans(): ReturnType<typeof freshCheckpoints> {
   return freshCheckpoints(AGED, { after: COMMIT_BASE, eventId: (serial) => eventIdOf(COMMIT_SEED, serial) });
 }
@@ -423,7 +428,7 @@ async function measureCommitsAndStatus(
   for (let i = 0; i < rounds; i++) {
     for (const size of i % 2 === 0 ? sizes : [...sizes].reverse()) {
       if (i >= WARMUP + COMMIT_ITERATIONS[size]!) continue;
-      for (const index of turn++ % 2 === 0 ? [0, 1] : [1, 0]) {
+      for (const index of turnOrder(turn++)) {
         const ms = await commit(index, size);
         if (i >= WARMUP) series[index]!.get(size)!.push(ms);
       }
@@ -470,7 +475,7 @@ async function measureCommitsAndStatus(
   const began = performance.now();
   for (let i = 0; i < STATUS_WARMUP + STATUS_SAMPLES; i++) {
     if (status[0]!.length >= STATUS_MIN_SAMPLES && performance.now() - began > STATUS_BUDGET_MS) break;
-    for (const index of i % 2 === 0 ? [0, 1] : [1, 0]) {
+    for (const index of turnOrder(i)) {
       const { pool } = subjects[index]!;
       const t = performance.now();
       if (!(await consumerSummary(pool, AGED))) throw new Error('status found no consumer');
@@ -499,7 +504,7 @@ async function measureStreams(
 ): Promise<StreamFigures[]> {
   const runs = subjects.map((): StreamRunResult[] => []);
   for (let r = 0; r < STREAM_ROUNDS; r++) {
-    for (const index of r % 2 === 0 ? [0, 1] : [1, 0]) {
+    for (const index of turnOrder(r)) {
       const { admin, url } = subjects[index]!;
       await forgetStream(admin, ids);
       await admin.query(`UPDATE checkpoints SET pending_start = 'from_floor' WHERE consumer_id = $1`, [AGED]);

@@ -378,12 +378,12 @@ interface Measured {
   status: LatencySeries;
 }
 
-/** The commits' checkpoints: positions above everything loaded, event ids nobody else's. */
 /** The subjects (0 aged, 1 anchor) in the order they take their `turn`: which goes first alternates. */
 function turnOrder(turn: number): readonly [number, number] {
   return turn % 2 === 0 ? [0, 1] : [1, 0];
 }
 
+/** The commits' checkpoints: positions above everything loaded, event ids nobody else's. */
 function commitPlans(): ReturnType<typeof freshCheckpoints> {
   return freshCheckpoints(AGED, { after: COMMIT_BASE, eventId: (serial) => eventIdOf(COMMIT_SEED, serial) });
 }

@@ -125,7 +125,7 @@ class StreamRun {
   readonly #fence = new SessionFence();
   readonly #counters: StreamCounters;
   /** What this run's commits wrote and read: its corrections of them commit in one statement. */
-  readonly #recentExecutions = new RecentExecutions();
+  readonly #recentExecutions: { recent: RecentExecutions; close(): void };
   #state: CommittedState;
   #leaseExpired = false;
   #committedThisRun = false;
@@ -139,6 +139,7 @@ class StreamRun {
     state: CommittedState,
   ) {
     this.#state = state;
+    this.#recentExecutions = deps.recentExecutions?.open() ?? { recent: new RecentExecutions(), close: () => {} };
     // A retried attempt goes on from the counters its predecessor last heartbeated: its work stays in the totals.
     this.#counters = { ...(ctx.takeover?.counters ?? emptyCounters()) };
   }
@@ -151,6 +152,8 @@ class StreamRun {
       if (error instanceof Error)
         failedRuns.set(error, { ...this.#report(), committed: checkpointSummary(this.#state) });
       throw error;
+    } finally {
+      this.#recentExecutions.close();
     }
   }
 
@@ -261,7 +264,7 @@ class StreamRun {
       {
         consumerId: this.input.consumerId,
         counters: this.#counters,
-        recentExecutions: this.#recentExecutions,
+        recentExecutions: this.#recentExecutions.recent,
         signal: this.ctx.signal,
         committedState: () => this.#state,
         recordCommit: (plan, committed) => this.#recordCommit(plan, committed),

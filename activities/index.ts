@@ -10,6 +10,7 @@ import {
   commitCheckpoint,
   commitCheckpoints,
   recordRetentionFloor,
+  RecentExecutionsBudget,
   loadCommitted,
   runMaintenance,
   recordBindingDecision,
@@ -198,6 +199,7 @@ export function createActivities(deps: ActivityDeps) {
     config: deps.config.stream,
     log,
     metrics,
+    recentExecutions: new RecentExecutionsBudget(),
     ...(deps.hooks ? { hooks: deps.hooks } : {}),
   };
   const pageStore = poolPageStore(pool);

@@ -5,7 +5,7 @@ import type { ProgressReading } from '../protocol/progress.js';
 import type { StagingLimits } from '../protocol/staging.js';
 import type { ActionRules, CheckpointPlan, CommittedState, QuarantinePolicy } from '../protocol/types.js';
 import type { CheckpointOutcome } from '../db/commit-types.js';
-import type { RecentExecutions } from '../db/recent-executions.js';
+import type { RecentExecutions, RecentExecutionsBudget } from '../db/recent-executions.js';
 import type { LeaseAttempt, LeaseRequest } from '../db/state.js';
 import type { ConsumerMetrics } from './metrics.js';
 import type { RunReport, StreamCounters, StreamHeartbeat } from './types.js';
@@ -55,6 +55,11 @@ export interface ConsumeStreamDeps {
   log: ConsumeStreamLog;
   /** Where commits, ACKs, reconnects and the head seen are reported (default: nowhere). */
   metrics?: ConsumerMetrics;
+  /**
+   * The budget the recent-executions caches of this process's runs share (createActivities makes one per worker);
+   * without it each run keeps RECENT_EXECUTIONS_CAPACITY.
+   */
+  recentExecutions?: RecentExecutionsBudget;
   /** Test cut points (kill -9 between stage, commit and ACK; a freeze inside the commit, given to the store). */
   hooks?: {
     afterStage?(position: number): void | Promise<void>;

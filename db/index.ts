@@ -49,7 +49,7 @@ export {
   type OutboxState,
   type OutboxSummary,
 } from './outbox.js';
-export { RecentExecutions } from './recent-executions.js';
+export { RecentExecutions, RecentExecutionsBudget } from './recent-executions.js';
 export { SQLSTATE } from './transaction.js';
 export * from './errors.js';
 export {

@@ -9,8 +9,19 @@
 import type { ExecutionState } from '../domain/decide.js';
 import type { CheckpointFence } from './commit-types.js';
 
-/** Entities kept at least (the most recently written or read): about 0.5 KB each. */
+/** Entities a run keeps at least (the most recently written or read) while few share its process: ~0.5 KB each. */
 export const RECENT_EXECUTIONS_CAPACITY = 4_096;
+/**
+ * Entities all the runs of one process keep between them, as long as each keeps at least the floor: four runs keep
+ * the full capacity each. Fifty runs each holding the full capacity held about 270 MiB more than at the floor, and
+ * their rows, promoted and then dropped, made the worker's collector dearer (docs/performance.md, the scale bench).
+ */
+export const RECENT_EXECUTIONS_BUDGET = 4 * RECENT_EXECUTIONS_CAPACITY;
+/**
+ * A run's share never falls below this: the reference stream's corrections reach back at most 512 trades. A
+ * correction of an entity its run no longer knows is still decided exactly, after one more read (the exact path).
+ */
+export const RECENT_EXECUTIONS_FLOOR = 512;
 
 /** The rows a run knows, by entity id. */
 export interface KnownExecutions {
@@ -29,7 +40,8 @@ export class RecentExecutions {
     get: (entityId) => this.#newer.get(entityId) ?? this.#older.get(entityId),
   };
 
-  constructor(private readonly capacity = RECENT_EXECUTIONS_CAPACITY) {}
+  /** `capacity`: a fixed number, or a run's current share of its process's budget (RecentExecutionsBudget). */
+  constructor(private readonly capacity: number | (() => number) = RECENT_EXECUTIONS_CAPACITY) {}
 
   /** The known rows, if they are the database's at `fence`; null when they belong to another version. */
   at(fence: CheckpointFence): KnownExecutions | null {
@@ -46,14 +58,15 @@ export class RecentExecutions {
       this.#older.clear();
     }
     this.#fence = to;
+    const capacity = typeof this.capacity === 'number' ? this.capacity : this.capacity();
     // A commit that touched `capacity` entities or more alone is the older generation: its last `capacity` ones.
-    if (rows.length >= this.capacity) {
+    if (rows.length >= capacity) {
       const last = new Map<string, ExecutionState>();
-      for (let i = rows.length - 1; i >= 0 && last.size < this.capacity; i--) {
+      for (let i = rows.length - 1; i >= 0 && last.size < capacity; i--) {
         const row = rows[i]!;
         if (!last.has(row.entityId)) last.set(row.entityId, row);
       }
-      if (last.size === this.capacity) {
+      if (last.size === capacity) {
         this.#older = last;
         this.#newer = new Map();
         return;
@@ -61,7 +74,7 @@ export class RecentExecutions {
     }
     const newer = this.#newer;
     for (const row of rows) newer.set(row.entityId, row);
-    if (newer.size >= this.capacity) {
+    if (newer.size >= capacity) {
       this.#older = newer;
       this.#newer = new Map();
     }
@@ -70,5 +83,39 @@ export class RecentExecutions {
   #holds(fence: CheckpointFence): boolean {
     const held = this.#fence;
     return held !== null && held.leaseEpoch === fence.leaseEpoch && held.version === fence.version;
+  }
+}
+
+/**
+ * The recent-executions caches of one process's streaming runs, sized together: each run's cache holds its share
+ * of RECENT_EXECUTIONS_BUDGET (at most RECENT_EXECUTIONS_CAPACITY, at least RECENT_EXECUTIONS_FLOOR), so that a
+ * worker running many consumers does not keep the full capacity for every one of them.
+ */
+export class RecentExecutionsBudget {
+  #runs = 0;
+
+  constructor(
+    private readonly budget = RECENT_EXECUTIONS_BUDGET,
+    private readonly floor = RECENT_EXECUTIONS_FLOOR,
+    private readonly capacity = RECENT_EXECUTIONS_CAPACITY,
+  ) {}
+
+  /** A run's cache, sized by its share while the run is open; `close` when the run ends (again is harmless). */
+  open(): { recent: RecentExecutions; close(): void } {
+    this.#runs += 1;
+    let open = true;
+    return {
+      recent: new RecentExecutions(() => this.share()),
+      close: () => {
+        if (open) this.#runs -= 1;
+        open = false;
+      },
+    };
+  }
+
+  /** Entities each open run keeps at least now. */
+  share(): number {
+    const even = Math.floor(this.budget / Math.max(1, this.#runs));
+    return Math.min(this.capacity, Math.max(this.floor, even));
   }
 }

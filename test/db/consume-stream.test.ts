@@ -16,6 +16,7 @@ import {
   commitCheckpoints,
   DEFAULT_RETENTION_POLICY,
   loadCommitted,
+  RecentExecutionsBudget,
   runMaintenance,
 } from '../../db/index.js';
 import type { CheckpointPlan } from '../../protocol/types.js';
@@ -91,6 +92,33 @@ describe('consumeStream end to end', () => {
     expect(outcome.totals).toEqual(totals);
     expect(last.totals).toEqual(totals);
     expect(outcome.leaseEpoch).toBe(row!.leaseEpoch);
+  });
+
+  it("holds a share of its process's recent-executions budget while it streams, and gives it back", async () => {
+    const s = await server({ journal: journal() });
+    const budget = new RecentExecutionsBudget(4, 1, 4);
+    const otherRun = budget.open();
+    const sharesAtCommits: number[] = [];
+    const run = makeRun(db.pool, s, 'c-budget', {
+      recentExecutions: budget,
+      store: {
+        acquireLease: (id, options) => acquireLease(db.pool, id, options),
+        // the store keeps the run's cache current, as the worker's does
+        commitCheckpoints: (plans, recent) => commitCheckpoints(db.pool, plans, recent),
+      },
+      hooks: { afterCommit: () => void sharesAtCommits.push(budget.share()) },
+    });
+
+    expect((await run.consume({ mode: 'from_floor', filter: everything })).kind).toBe('rebound');
+    expect((await resumeToHead(run, s, 'c-budget')).kind).toBe('cancelled');
+    // two runs open (this one and the other): half the budget each while this one streamed; all of it after
+    expect(sharesAtCommits.length).toBeGreaterThan(1);
+    expect(new Set(sharesAtCommits)).toEqual(new Set([2]));
+    expect(budget.share()).toBe(4);
+    otherRun.close();
+    const { executions } = await savedEffects(db.pool, 'c-budget');
+    expect(executions).toEqual(foldExecutions(s.journal));
+    expect(acksOf(s, 'c-budget')).toEqual(run.committed);
   });
 
   it('each hello saves the retention floor; maintenance then removes the receipts below it and nothing else', async () => {

@@ -1,6 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { RecentExecutions } from '../../db/recent-executions.js';
+import {
+  RECENT_EXECUTIONS_BUDGET,
+  RECENT_EXECUTIONS_CAPACITY,
+  RECENT_EXECUTIONS_FLOOR,
+  RecentExecutions,
+  RecentExecutionsBudget,
+} from '../../db/recent-executions.js';
 import type { ExecutionState } from '../../domain/decide.js';
 
 function row(entityId: string, revision: number): ExecutionState {
@@ -66,5 +72,45 @@ describe('RecentExecutions', () => {
     const known = recent.at(fence(6))!;
     expect(known.get('e-1')).toBeUndefined();
     expect(known.get('e-2')?.revision).toBe(2);
+  });
+});
+
+describe('RecentExecutionsBudget', () => {
+  it('gives a few runs the full capacity each and many runs an even share, never below the floor', () => {
+    const budget = new RecentExecutionsBudget();
+    const open = Array.from({ length: 4 }, () => budget.open());
+    expect(budget.share()).toBe(RECENT_EXECUTIONS_CAPACITY);
+    open.push(...Array.from({ length: 6 }, () => budget.open()));
+    expect(budget.share()).toBe(Math.floor(RECENT_EXECUTIONS_BUDGET / 10));
+    open.push(...Array.from({ length: 40 }, () => budget.open()));
+    expect(budget.share()).toBe(RECENT_EXECUTIONS_FLOOR);
+    // a run that ends gives its share back, once however often it is closed
+    for (const run of open.slice(4)) {
+      run.close();
+      run.close();
+    }
+    expect(budget.share()).toBe(RECENT_EXECUTIONS_CAPACITY);
+  });
+
+  it("sizes each run's cache by the share of the moment: rows beyond it go, the share's newest stay", () => {
+    const budget = new RecentExecutionsBudget(8, 2, 4);
+    const first = budget.open();
+    const commit = (version: number, ids: number[]) =>
+      first.recent.committed(
+        fence(version),
+        fence(version + 1),
+        ids.map((id) => row(`e-${id}`, version + 1)),
+      );
+    commit(0, [1, 2, 3]);
+    expect(first.recent.at(fence(1))!.get('e-1')).toBeDefined();
+    // three more runs open: the share falls from 4 to 2, so two new rows make the newer generation the older one
+    const others = [budget.open(), budget.open(), budget.open()];
+    expect(budget.share()).toBe(2);
+    commit(1, [4, 5]);
+    commit(2, [6, 7]);
+    const known = first.recent.at(fence(3))!;
+    expect(['e-6', 'e-7'].map((id) => known.get(id)?.revision)).toEqual([3, 3]);
+    expect(['e-1', 'e-2', 'e-3'].map((id) => known.get(id))).toEqual([undefined, undefined, undefined]);
+    for (const run of [first, ...others]) run.close();
   });
 });

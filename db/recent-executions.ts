@@ -13,8 +13,8 @@ import type { CheckpointFence } from './commit-types.js';
 export const RECENT_EXECUTIONS_CAPACITY = 4_096;
 /**
  * Entities all the runs of one process keep between them, as long as each keeps at least the floor: four runs keep
- * the full capacity each. Fifty runs each holding the full capacity held about 270 MiB more than at the floor, and
- * their rows, promoted and then dropped, made the worker's collector dearer (docs/performance.md, the scale bench).
+ * the full capacity each. Fifty runs each holding the full capacity kept the worker's peak about 180 MiB higher, for
+ * no more throughput (docs/performance.md, under Scale).
  */
 export const RECENT_EXECUTIONS_BUDGET = 4 * RECENT_EXECUTIONS_CAPACITY;
 /**

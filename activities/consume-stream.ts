@@ -10,7 +10,7 @@ import { Session } from '../protocol/session.js';
 import { SessionFence } from '../protocol/session-fence.js';
 import type { CheckpointPlan, CommittedState } from '../protocol/types.js';
 import type { CommitResult } from '../db/commit-types.js';
-import { RecentExecutions } from '../db/recent-executions.js';
+import { RecentExecutionsBudget, type RecentExecutions } from '../db/recent-executions.js';
 import { StaleLeaseAttempt } from '../db/errors.js';
 import { StreamConnection, type ConnectionEnd, type OutcomeStop } from './stream-connection.js';
 import { DatabaseBehind, StreamTransportError } from './stream-errors.js';
@@ -139,7 +139,8 @@ class StreamRun {
     state: CommittedState,
   ) {
     this.#state = state;
-    this.#recentExecutions = deps.recentExecutions?.open() ?? { recent: new RecentExecutions(), close: () => {} };
+    // Without the worker's budget, a budget of its own: the run alone, at the full capacity.
+    this.#recentExecutions = (deps.recentExecutions ?? new RecentExecutionsBudget()).open();
     // A retried attempt goes on from the counters its predecessor last heartbeated: its work stays in the totals.
     this.#counters = { ...(ctx.takeover?.counters ?? emptyCounters()) };
   }

@@ -12,7 +12,8 @@ import type { CheckpointPlan, CommittedState } from '../protocol/types.js';
 import type { CommitResult } from '../db/commit-types.js';
 import { RecentExecutionsBudget, type RecentExecutions } from '../db/recent-executions.js';
 import { StaleLeaseAttempt } from '../db/errors.js';
-import { StreamConnection, type ConnectionEnd, type OutcomeStop } from './stream-connection.js';
+import { stagingBudget, StreamConnection, type ConnectionEnd, type OutcomeStop } from './stream-connection.js';
+import type { BudgetSeat } from '../protocol/shared-budget.js';
 import { DatabaseBehind, StreamTransportError } from './stream-errors.js';
 import type { ConsumeStreamContext, ConsumeStreamDeps } from './stream-ports.js';
 import type {
@@ -126,6 +127,8 @@ class StreamRun {
   readonly #counters: StreamCounters;
   /** What this run's commits wrote and read: its corrections of them commit in one statement. */
   readonly #recentExecutions: { recent: RecentExecutions; close(): void };
+  /** Its share of the events its process's runs may keep waiting to commit. */
+  readonly #staging: BudgetSeat;
   #state: CommittedState;
   #leaseExpired = false;
   #committedThisRun = false;
@@ -139,8 +142,9 @@ class StreamRun {
     state: CommittedState,
   ) {
     this.#state = state;
-    // Without the worker's budget, a budget of its own: the run alone, at the full capacity.
+    // Without the worker's budgets, budgets of its own: the run alone, at the full capacity.
     this.#recentExecutions = (deps.recentExecutions ?? new RecentExecutionsBudget()).open();
+    this.#staging = (deps.staging ?? stagingBudget(deps.config.staging.maxEvents)).open();
     // A retried attempt goes on from the counters its predecessor last heartbeated: its work stays in the totals.
     this.#counters = { ...(ctx.takeover?.counters ?? emptyCounters()) };
   }
@@ -155,6 +159,7 @@ class StreamRun {
       throw error;
     } finally {
       this.#recentExecutions.close();
+      this.#staging.close();
     }
   }
 
@@ -266,6 +271,7 @@ class StreamRun {
         consumerId: this.input.consumerId,
         counters: this.#counters,
         recentExecutions: this.#recentExecutions.recent,
+        waitingBound: this.#staging.share,
         signal: this.ctx.signal,
         committedState: () => this.#state,
         recordCommit: (plan, committed) => this.#recordCommit(plan, committed),

@@ -30,6 +30,7 @@ import { redactSecret } from '../protocol/redact.js';
 import type { CommittedState } from '../protocol/types.js';
 import { checkpointSummary, consumeStream as runConsumeStream } from './consume-stream.js';
 import { workflowProgressReporter } from './progress-reporter.js';
+import { stagingBudget } from './stream-connection.js';
 import type { ConsumeStreamConfig, ConsumeStreamDeps, ConsumeStreamLog } from './stream-ports.js';
 import { finalFailures, guarded } from './to-failure.js';
 import { FailureType } from './types-failures.js';
@@ -200,6 +201,7 @@ export function createActivities(deps: ActivityDeps) {
     log,
     metrics,
     recentExecutions: new RecentExecutionsBudget(),
+    staging: stagingBudget(deps.config.stream.staging.maxEvents),
     ...(deps.hooks ? { hooks: deps.hooks } : {}),
   };
   const pageStore = poolPageStore(pool);

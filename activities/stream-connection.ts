@@ -10,6 +10,7 @@ import WebSocket from 'ws';
 import { decodeServerFrame, encodeClientFrame, WireError, type ClientFrameBody } from '../protocol/codec.js';
 import { ServerStaleGeneration, type Session, type SessionAction, type SessionStop } from '../protocol/session.js';
 import type { SessionFence } from '../protocol/session-fence.js';
+import { SharedBudget } from '../protocol/shared-budget.js';
 import { StagingBoundExceeded } from '../protocol/staging.js';
 import type { CheckpointPlan, CommittedState } from '../protocol/types.js';
 import type { CheckpointOutcome, CommitResult } from '../db/commit-types.js';
@@ -27,6 +28,17 @@ const MAX_QUEUED_FRAMES = 1_024;
 
 /** Events of the waiting checkpoints one commit covers at most (a single larger checkpoint goes alone). */
 const MAX_RUN_EVENTS = 2_000;
+
+/**
+ * The events staged and waiting to commit that the streaming runs of one process share: up to four runs may each
+ * hold STAGING_MAX_EVENTS (`maxEvents`), more split four times that evenly, each keeping room for one full group
+ * commit behind the one in flight. One worker's fifty consumers each holding 10,000 waiting events kept its peak
+ * about 200 MiB higher, for no more throughput: it was saturated either way (docs/performance.md, under Scale).
+ * The bound on one checkpoint's size stays `maxEvents` whatever the share.
+ */
+export function stagingBudget(maxEvents: number): SharedBudget {
+  return new SharedBudget({ total: 4 * maxEvents, most: maxEvents, least: Math.min(maxEvents, MAX_RUN_EVENTS) });
+}
 
 /**
  * While a commit is in flight, frame handling yields to the event loop after this long, so that the commit's answer
@@ -51,6 +63,8 @@ export interface ConnectionRun {
   readonly consumerId: string;
   readonly counters: StreamCounters;
   readonly recentExecutions: RecentExecutions;
+  /** Events that may wait to commit before frame handling waits for the commit in flight (the run's staging share). */
+  waitingBound(): number;
   readonly signal: AbortSignal;
   committedState(): CommittedState;
   recordCommit(plan: CheckpointPlan, committed: CommitResult): void;
@@ -306,7 +320,7 @@ export class StreamConnection {
 
   /**
    * Hands a complete checkpoint to the commit loop, starting it if idle. Frame handling goes on meanwhile, except
-   * when more than the staging bound of events waits uncommitted (memory): then it waits for the run in flight,
+   * when more than the run's staging share of events waits uncommitted (memory): then it waits for the run in flight,
    * and the next checkpoint checks the bound again (waiting for the whole loop to drain would leave the commits
    * idle while the next checkpoints are decoded). After a rebinding start's checkpoint it waits for the loop (its
    * connection ends with that commit).
@@ -316,7 +330,7 @@ export class StreamConnection {
     this.#waitingEvents += plan.events.length;
     this.#kickCommits();
     if (this.current.returnsRebound) return this.#committing ?? undefined;
-    if (this.#waitingEvents > this.deps.config.staging.maxEvents) return this.#committingRun ?? undefined;
+    if (this.#waitingEvents > this.run.waitingBound()) return this.#committingRun ?? undefined;
   }
 
   /** Starts the commit loop when checkpoints wait and none is running (again when it ended as one arrived). */

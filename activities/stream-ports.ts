@@ -6,6 +6,7 @@ import type { StagingLimits } from '../protocol/staging.js';
 import type { ActionRules, CheckpointPlan, CommittedState, QuarantinePolicy } from '../protocol/types.js';
 import type { CheckpointOutcome } from '../db/commit-types.js';
 import type { RecentExecutions, RecentExecutionsBudget } from '../db/recent-executions.js';
+import type { SharedBudget } from '../protocol/shared-budget.js';
 import type { LeaseAttempt, LeaseRequest } from '../db/state.js';
 import type { ConsumerMetrics } from './metrics.js';
 import type { RunReport, StreamCounters, StreamHeartbeat } from './types.js';
@@ -60,6 +61,11 @@ export interface ConsumeStreamDeps {
    * without it each run keeps RECENT_EXECUTIONS_CAPACITY.
    */
   recentExecutions?: RecentExecutionsBudget;
+  /**
+   * The budget of waiting events this process's runs share (createActivities makes one per worker, stagingBudget);
+   * without it each run may keep STAGING_MAX_EVENTS waiting.
+   */
+  staging?: SharedBudget;
   /** Test cut points (kill -9 between stage, commit and ACK; a freeze inside the commit, given to the store). */
   hooks?: {
     afterStage?(position: number): void | Promise<void>;

@@ -7,6 +7,7 @@
 // checkpoint row lock, so while the fence still reads the version these rows were taken at, nobody changed them;
 // the statement that uses them checks exactly that fence. Rows taken at any other version are never used.
 import type { ExecutionState } from '../domain/decide.js';
+import { SharedBudget } from '../protocol/shared-budget.js';
 import type { CheckpointFence } from './commit-types.js';
 
 /** Entities a run keeps at least (the most recently written or read) while few share its process: ~0.5 KB each. */
@@ -92,30 +93,20 @@ export class RecentExecutions {
  * worker running many consumers does not keep the full capacity for every one of them.
  */
 export class RecentExecutionsBudget {
-  #runs = 0;
+  readonly #shares: SharedBudget;
 
-  constructor(
-    private readonly budget = RECENT_EXECUTIONS_BUDGET,
-    private readonly floor = RECENT_EXECUTIONS_FLOOR,
-    private readonly capacity = RECENT_EXECUTIONS_CAPACITY,
-  ) {}
+  constructor(total = RECENT_EXECUTIONS_BUDGET, least = RECENT_EXECUTIONS_FLOOR, most = RECENT_EXECUTIONS_CAPACITY) {
+    this.#shares = new SharedBudget({ total, most, least });
+  }
 
   /** A run's cache, sized by its share while the run is open; `close` when the run ends (again is harmless). */
   open(): { recent: RecentExecutions; close(): void } {
-    this.#runs += 1;
-    let open = true;
-    return {
-      recent: new RecentExecutions(() => this.share()),
-      close: () => {
-        if (open) this.#runs -= 1;
-        open = false;
-      },
-    };
+    const seat = this.#shares.open();
+    return { recent: new RecentExecutions(seat.share), close: seat.close };
   }
 
   /** Entities each open run keeps at least now. */
   share(): number {
-    const even = Math.floor(this.budget / Math.max(1, this.#runs));
-    return Math.min(this.capacity, Math.max(this.floor, even));
+    return this.#shares.share();
   }
 }

@@ -19,6 +19,7 @@ import {
   RecentExecutionsBudget,
   runMaintenance,
 } from '../../db/index.js';
+import { SharedBudget } from '../../protocol/shared-budget.js';
 import type { CheckpointPlan } from '../../protocol/types.js';
 import type { ReferenceStreamServer } from '../../simulator/server.js';
 import { useTestDatabase } from '../support/db.js';
@@ -520,10 +521,14 @@ describe('consumeStream stops and failures', () => {
     expect(run.heartbeats.at(-1)).toMatchObject({ position: s.journal.head });
   });
 
-  it('holds at most twice the staging bound uncommitted while the commits lag behind the frames', async () => {
+  /**
+   * Streams a 200-transition journal whose commits lag: after the first session, a commit starts only once more
+   * than `bound` events wait behind it (or everything was staged). Returns the most events seen staged and not yet
+   * committed, and the most one checkpoint (5 transitions) can hold.
+   */
+  async function lagRun(consumerId: string, bound: number, options: { maxEvents?: number; staging?: SharedBudget }) {
     const s = await server({ journal: journal(200) });
-    const maxEvents = 30;
-    // Events of the journal up to each position, and the most one checkpoint (5 transitions) can hold.
+    // Events of the journal up to each position, and the most one checkpoint can hold.
     const upTo = new Map<number, number>([[0, 0]]);
     let total = 0;
     let perTransition = 0;
@@ -533,19 +538,18 @@ describe('consumeStream stops and failures', () => {
       perTransition = Math.max(perTransition, transition.events.length);
       upTo.set(transition.position, total);
     }
-    const largestCheckpoint = 5 * perTransition;
     let staged = 0;
     let committed = 0;
     let mostUncommitted = 0;
     let armed = false;
-    // A commit starts only once more than the bound waits behind it (or everything was staged): the database lags.
     let lagged: () => void = () => undefined;
     const lagging = () =>
       new Promise<void>((resolve) => {
         lagged = resolve;
-        if (staged - committed > maxEvents || staged === total) resolve();
+        if (staged - committed > bound || staged === total) resolve();
       });
-    const run = makeRun(db.pool, s, 'c-lag', {
+    const run = makeRun(db.pool, s, consumerId, {
+      ...(options.staging ? { staging: options.staging } : {}),
       store: {
         acquireLease: (id, options) => acquireLease(db.pool, id, options),
         async commitCheckpoints(plans: readonly CheckpointPlan[]) {
@@ -557,25 +561,44 @@ describe('consumeStream stops and failures', () => {
         afterStage: (position) => {
           staged = upTo.get(position)!;
           mostUncommitted = Math.max(mostUncommitted, staged - committed);
-          if (staged - committed > maxEvents || staged === total) lagged();
+          if (staged - committed > bound || staged === total) lagged();
         },
         afterCommit: (position) => {
           committed = upTo.get(position)!;
         },
       },
     });
-    run.deps.config.staging = { maxEvents, maxBytes: 1_000_000, maxAgeMs: 60_000 };
+    if (options.maxEvents !== undefined)
+      run.deps.config.staging = { maxEvents: options.maxEvents, maxBytes: 1_000_000, maxAgeMs: 60_000 };
     await run.consume({ mode: 'from_floor', filter: everything });
     armed = true;
-    expect((await resumeToHead(run, s, 'c-lag')).kind).toBe('cancelled');
+    expect((await resumeToHead(run, s, consumerId)).kind).toBe('cancelled');
+    expect(acksOf(s, consumerId)).toEqual(run.committed);
+    const { executions } = await savedEffects(db.pool, consumerId);
+    expect(executions).toEqual(foldExecutions(s.journal));
+    return { mostUncommitted, largestCheckpoint: 5 * perTransition, total };
+  }
 
+  it('holds at most twice the staging bound uncommitted while the commits lag behind the frames', async () => {
+    const maxEvents = 30;
+    const { mostUncommitted, largestCheckpoint } = await lagRun('c-lag', maxEvents, { maxEvents });
     // Staging (one checkpoint), the waiting checkpoints (the bound and the one that crossed it) and the run in
     // flight (what waited when it started); more than the bound shows the commits did lag.
     expect(mostUncommitted).toBeGreaterThan(maxEvents);
     expect(mostUncommitted).toBeLessThanOrEqual(2 * maxEvents + 3 * largestCheckpoint);
-    expect(acksOf(s, 'c-lag')).toEqual(run.committed);
-    const { executions } = await savedEffects(db.pool, 'c-lag');
-    expect(executions).toEqual(foldExecutions(s.journal));
+  });
+
+  it("holds at most twice its share of its process's staging budget uncommitted, and gives the share back", async () => {
+    // STAGING_MAX_EVENTS stays 10,000: what bounds this run is its share, 20 while another run holds a seat.
+    const budget = new SharedBudget({ total: 40, most: 40, least: 10 });
+    const otherRun = budget.open();
+    const { mostUncommitted, largestCheckpoint, total } = await lagRun('c-lag-share', 20, { staging: budget });
+    expect(total).toBeGreaterThan(2 * 20 + 3 * largestCheckpoint);
+    expect(mostUncommitted).toBeGreaterThan(20);
+    expect(mostUncommitted).toBeLessThanOrEqual(2 * 20 + 3 * largestCheckpoint);
+    // the run's seat went back when it ended: the other run alone holds the whole budget
+    expect(budget.share()).toBe(40);
+    otherRun.close();
   });
 
   it('a fenced commit discards the checkpoints staged behind it: none is committed or ACKed', async () => {
